@@ -1,0 +1,84 @@
+import type { FastifyInstance } from 'fastify';
+import {
+  BrowserCreateRequest,
+  BrowserListQuery,
+  BrowserUpdateRequest,
+  IdOrNameParams,
+  RetrieveQuery,
+} from '../domain/browser-request.js';
+import { principalOf } from '../http/auth.js';
+import { setPageHeaders } from '../http/pagination.js';
+import type { SessionService } from '../sessions/session-service.js';
+import { ErrorBodySchema } from './schemas.js';
+
+const errors = { '4xx': ErrorBodySchema, '5xx': ErrorBodySchema };
+
+/** Tag filters arrive deepObject-style: ?tags[team]=backend&tags[env]=staging. */
+function tagFilter(query: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(query)) {
+    const m = /^tags\[(.+)\]$/.exec(k);
+    if (m) out[m[1]!] = Array.isArray(v) ? String(v[v.length - 1]) : String(v);
+  }
+  return out;
+}
+
+export function browserRoutes(app: FastifyInstance, sessions: SessionService): void {
+  app.post<{ Body: BrowserCreateRequest }>(
+    '/browsers',
+    {
+      schema: { summary: 'Create a browser session', tags: ['browsers'], body: BrowserCreateRequest, response: errors },
+      // All fields are optional: an empty body (no content at all) means {}.
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
+      },
+    },
+    async (req) => sessions.create(principalOf(req), req.body),
+  );
+
+  app.get<{ Querystring: BrowserListQuery }>(
+    '/browsers',
+    { schema: { summary: 'List browser sessions', tags: ['browsers'], querystring: BrowserListQuery, response: errors } },
+    async (req, reply) => {
+      const q = req.query;
+      const offset = q.offset ?? 0;
+      const limit = q.limit ?? 20;
+      const status = q.status ?? (q.include_deleted ? 'all' : 'active');
+      const page = await sessions.list(principalOf(req), {
+        status,
+        offset,
+        limit,
+        query: q.query?.trim() || null,
+        tags: tagFilter(req.query as Record<string, unknown>),
+      });
+      setPageHeaders(reply, offset, page.items.length, page.hasMore);
+      return page.items;
+    },
+  );
+
+  app.get<{ Params: { id_or_name: string }; Querystring: { include_deleted?: boolean } }>(
+    '/browsers/:id_or_name',
+    { schema: { summary: 'Get a browser session', tags: ['browsers'], params: IdOrNameParams, querystring: RetrieveQuery, response: errors } },
+    async (req) => sessions.get(principalOf(req), req.params.id_or_name, req.query.include_deleted === true),
+  );
+
+  app.patch<{ Params: { id_or_name: string }; Body: BrowserUpdateRequest }>(
+    '/browsers/:id_or_name',
+    {
+      schema: { summary: 'Update a browser session (name, tags)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: errors },
+      preValidation: async (req) => {
+        if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
+      },
+    },
+    async (req) => sessions.update(principalOf(req), req.params.id_or_name, req.body),
+  );
+
+  app.delete<{ Params: { id_or_name: string } }>(
+    '/browsers/:id_or_name',
+    { schema: { summary: 'Delete (end) a browser session', tags: ['browsers'], params: IdOrNameParams, response: errors } },
+    async (req, reply) => {
+      await sessions.delete(principalOf(req), req.params.id_or_name);
+      return reply.code(204).send();
+    },
+  );
+}

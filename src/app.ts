@@ -1,0 +1,146 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { Accounts } from './accounts/accounts.js';
+import { browserRoutes } from './api/browsers.js';
+import { healthRoutes } from './api/health.js';
+import { defaultPublicUrl, type Config } from './config.js';
+import { cdpDiscoveryRoutes } from './gateway/cdp-discovery.js';
+import { SessionTokens } from './gateway/tokens.js';
+import { Gateway } from './gateway/upgrade.js';
+import { installAuth } from './http/auth.js';
+import { installErrorHandling } from './http/error-handler.js';
+import { installRateLimit } from './http/rate-limit.js';
+import { validatorCompiler } from './http/validation.js';
+import { BrowserRuntime } from './runtime/browser-runtime.js';
+import { resolveSandboxUser } from './runtime/sandbox-user.js';
+import { SessionRepo } from './sessions/session-repo.js';
+import { SessionService } from './sessions/session-service.js';
+import { openStore, type Store } from './store/database.js';
+
+export interface RunningServer {
+  url: string;
+  app: FastifyInstance;
+  sessions: SessionService;
+  /** Set when this start generated the first API key; the caller prints it once. */
+  generatedApiKey: string | null;
+  stop(): Promise<void>;
+}
+
+/** This node's id: configured, else created once and kept in the data dir. */
+function loadNodeId(cfg: Config): string {
+  if (cfg.nodeId) return cfg.nodeId;
+  const file = path.join(cfg.dataDir, 'node-id');
+  try {
+    const id = fs.readFileSync(file, 'utf8').trim();
+    if (id) return id;
+  } catch {
+    /* first start */
+  }
+  const id = `node-${crypto.randomBytes(6).toString('hex')}`;
+  fs.writeFileSync(file, `${id}\n`, { mode: 0o600 });
+  return id;
+}
+
+/** Ensures the configured key exists, or generates the first key when the store has none. */
+async function bootstrapKeys(accounts: Accounts, cfg: Config): Promise<string | null> {
+  const org = await accounts.ensureDefaultOrganization();
+  if (cfg.apiKey) {
+    await accounts.ensureKey(cfg.apiKey, org.id, 'BROWSERD_API_KEY');
+    return null;
+  }
+  if ((await accounts.countActiveKeys()) > 0) return null;
+  const { key } = await accounts.createKey({ organizationId: org.id, name: 'generated at first start' });
+  return key;
+}
+
+/**
+ * Composition root: builds every service, reconciles what a previous run left, then
+ * serves the API and the websocket edge on one port. `stop()` undoes it in reverse.
+ */
+export async function startServer(cfg: Config, log: Logger): Promise<RunningServer> {
+  fs.mkdirSync(cfg.dataDir, { recursive: true });
+  const store: Store = await openStore(cfg.store);
+  if (cfg.store.kind === 'sqlite') for (const f of [cfg.store.file, `${cfg.store.file}-wal`, `${cfg.store.file}-shm`]) if (fs.existsSync(f)) fs.chmodSync(f, 0o600);
+  const accounts = new Accounts(store.db);
+  const generatedApiKey = await bootstrapKeys(accounts, cfg);
+  const nodeId = loadNodeId(cfg);
+  const tokens = await SessionTokens.load(store.db);
+  const runtime = new BrowserRuntime({ chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, user: resolveSandboxUser(cfg.sessionUser), log });
+  runtime.prepare();
+  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, config: cfg, nodeId, log });
+  const reconciled = await sessions.reconcile();
+  log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
+
+  const app: FastifyInstance = Fastify({
+    loggerInstance: log as unknown as FastifyBaseLogger,
+    bodyLimit: 1024 * 1024,
+    disableRequestLogging: false,
+    routerOptions: { maxParamLength: 512 },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  // Empty JSON bodies (DELETE with a content type, POST with nothing) read as "no body".
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    jsonParser(req, body as string, done);
+  });
+  installErrorHandling(app);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'browserd', version: '0.1.0', description: 'Kernel-compatible remote browser sessions' },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  await installRateLimit(app, cfg.rateLimitPerMinute);
+  installAuth(app, accounts);
+  app.get('/openapi.json', { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
+  browserRoutes(app, sessions);
+  cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
+
+  const gateway = new Gateway({ sessions, tokens, log });
+  app.server.on('upgrade', gateway.onUpgrade);
+
+  await app.listen({ host: cfg.host, port: cfg.port });
+  const port = (app.server.address() as AddressInfo).port;
+  const url = cfg.publicUrl ?? defaultPublicUrl(cfg.host, port);
+  sessions.setPublicUrl(url);
+  sessions.startReaper();
+
+  const heartbeat = async () => {
+    const now = new Date().toISOString();
+    await store.db
+      .insertInto('nodes')
+      .values({ id: nodeId, address: defaultPublicUrl(cfg.host, port), region: cfg.region, capacity: cfg.maxSessions, started_at: now, heartbeat_at: now })
+      .onConflict((oc) => oc.column('id').doUpdateSet({ address: defaultPublicUrl(cfg.host, port), region: cfg.region, capacity: cfg.maxSessions, heartbeat_at: now }))
+      .execute();
+  };
+  await heartbeat();
+  const beat = setInterval(() => heartbeat().catch((err) => log.warn({ err: String(err) }, 'node heartbeat failed')), 10_000);
+  beat.unref();
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url,
+    app,
+    sessions,
+    generatedApiKey,
+    stop() {
+      stopping ??= (async () => {
+        clearInterval(beat);
+        gateway.close();
+        await app.close();
+        await sessions.shutdown();
+        await store.close();
+      })();
+      return stopping;
+    },
+  };
+}

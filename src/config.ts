@@ -1,0 +1,146 @@
+import path from 'node:path';
+
+/** Regions a node can serve; the contract's Region enum. */
+export const REGIONS = ['us-east', 'eu-west', 'ap-southeast'] as const;
+export type Region = (typeof REGIONS)[number];
+
+export type StoreConfig = { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string };
+
+export interface Config {
+  host: string;
+  port: number;
+  /** Base of every URL handed to clients, without a trailing slash. Null until the port is known (port 0). */
+  publicUrl: string | null;
+  dataDir: string;
+  store: StoreConfig;
+  apiKey: string | null;
+  maxSessions: number;
+  /** Requests per minute allowed per API key; 0 disables the limit. */
+  rateLimitPerMinute: number;
+  chromiumPath: string;
+  /** Unprivileged account that runs Chromium and Xvfb when browserd runs as root. */
+  sessionUser: string;
+  region: Region;
+  nodeId: string | null;
+  logLevel: string;
+  /** How often the inactivity reaper runs, in ms (the contract fixes 5 s; tests keep it). */
+  reaperIntervalMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+function intVar(env: NodeJS.ProcessEnv, name: string, dflt: number, min: number, max: number, problems: string[]): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  if (!/^\d+$/.test(raw.trim())) {
+    problems.push(`${name} must be an integer between ${min} and ${max}, got "${raw}"`);
+    return dflt;
+  }
+  const n = Number(raw.trim());
+  if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+function normalizePublicUrl(raw: string, problems: string[]): string | null {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    problems.push(`BROWSERD_PUBLIC_URL must be an absolute http(s) URL, got "${raw}"`);
+    return null;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    problems.push(`BROWSERD_PUBLIC_URL must use http or https, got "${u.protocol}"`);
+    return null;
+  }
+  if (u.search || u.hash || u.username || u.password) {
+    problems.push('BROWSERD_PUBLIC_URL must not carry credentials, a query or a fragment');
+    return null;
+  }
+  return u.toString().replace(/\/+$/, '');
+}
+
+/** Public URL derived from the listen address when none is configured. */
+export function defaultPublicUrl(host: string, port: number): string {
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${port}`;
+}
+
+/** Environment -> typed config. Pure: reads only the object it is given. Throws ConfigError listing every bad value. */
+export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
+  const problems: string[] = [];
+  const host = (env.BROWSERD_HOST ?? '').trim() || '127.0.0.1';
+  if (!/^[A-Za-z0-9.:\-[\]]+$/.test(host)) problems.push(`BROWSERD_HOST is not a host name or address: "${host}"`);
+  const port = intVar(env, 'BROWSERD_PORT', 8080, 0, 65535, problems);
+
+  const dataDir = path.resolve(cwd, (env.BROWSERD_DATA_DIR ?? '').trim() || './data');
+
+  let store: StoreConfig = { kind: 'sqlite', file: path.join(dataDir, 'browserd.sqlite') };
+  const dbUrl = (env.BROWSERD_DATABASE_URL ?? '').trim();
+  if (dbUrl) {
+    let parsed: URL | null = null;
+    try {
+      parsed = new URL(dbUrl);
+    } catch {
+      /* reported below */
+    }
+    if (!parsed || (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:')) {
+      problems.push('BROWSERD_DATABASE_URL must be a postgres:// or postgresql:// URL (leave it unset for the embedded SQLite store)');
+    } else {
+      store = { kind: 'postgres', url: dbUrl };
+    }
+  }
+
+  const apiKeyRaw = env.BROWSERD_API_KEY;
+  let apiKey: string | null = null;
+  if (apiKeyRaw !== undefined && apiKeyRaw !== '') {
+    if (!/^[\x21-\x7e]{16,256}$/.test(apiKeyRaw)) {
+      problems.push('BROWSERD_API_KEY must be 16 to 256 printable characters without spaces');
+    } else apiKey = apiKeyRaw;
+  }
+
+  const maxSessions = intVar(env, 'BROWSERD_MAX_SESSIONS', 16, 1, 10000, problems);
+  const rateLimitPerMinute = intVar(env, 'BROWSERD_RATE_LIMIT', 600, 0, 1_000_000, problems);
+  const reaperIntervalMs = intVar(env, 'BROWSERD_REAPER_INTERVAL_MS', 5000, 100, 60_000, problems);
+
+  const region = ((env.BROWSERD_REGION ?? '').trim() || 'us-east') as Region;
+  if (!REGIONS.includes(region)) problems.push(`BROWSERD_REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
+
+  const nodeId = (env.BROWSERD_NODE_ID ?? '').trim() || null;
+  if (nodeId !== null && !/^[a-z0-9-]{1,63}$/.test(nodeId)) problems.push('BROWSERD_NODE_ID must be 1 to 63 of a-z, 0-9 and -');
+
+  const logLevel = (env.BROWSERD_LOG_LEVEL ?? '').trim() || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`BROWSERD_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+
+  const chromiumPath = (env.BROWSERD_CHROMIUM_PATH ?? '').trim() || '/usr/lib/chromium/chromium';
+  if (!path.isAbsolute(chromiumPath)) problems.push('BROWSERD_CHROMIUM_PATH must be an absolute path');
+  const sessionUser = (env.BROWSERD_SESSION_USER ?? '').trim() || 'browserd';
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(sessionUser)) problems.push('BROWSERD_SESSION_USER must be a system user name');
+
+  const publicRaw = (env.BROWSERD_PUBLIC_URL ?? '').trim();
+  const publicUrl = publicRaw ? normalizePublicUrl(publicRaw, problems) : port === 0 ? null : defaultPublicUrl(host, port);
+
+  if (problems.length) throw new ConfigError(problems);
+  return {
+    host,
+    port,
+    publicUrl,
+    dataDir,
+    store,
+    apiKey,
+    maxSessions,
+    rateLimitPerMinute,
+    chromiumPath,
+    sessionUser,
+    region,
+    nodeId,
+    logLevel,
+    reaperIntervalMs,
+  };
+}

@@ -1,0 +1,102 @@
+import type { Plan } from '../accounts/plans.js';
+import type { Region } from '../config.js';
+import type { BrowserCreateRequest } from './browser-request.js';
+import { resolveViewport, type ResolvedViewport } from './viewport.js';
+
+/** A broken rule, naming the field (dotted path, `[i]` for array entries). */
+export interface Problem {
+  field: string;
+  message: string;
+}
+
+/** What a valid create request resolves to: every default applied. */
+export interface ResolvedCreate {
+  name: string | null;
+  headless: boolean;
+  stealth: boolean;
+  gpu: boolean;
+  kioskMode: boolean;
+  memory: '8GiB' | '16GiB';
+  region: Region;
+  timeoutSeconds: number;
+  invocationId: string | null;
+  startUrl: string | null;
+  tags: Record<string, string>;
+  viewport: ResolvedViewport;
+}
+
+export const DEFAULT_TIMEOUT_SECONDS = 60;
+
+/** Parts of the contract this build does not carry out yet; refused rather than silently ignored. */
+const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['extensions', 'profile', 'proxy', 'proxy_id', 'vaults', 'network', 'chrome_policy'];
+
+function exactlyOne(obj: Record<string, unknown>, keys: string[], field: string, out: Problem[]): void {
+  const given = keys.filter((k) => obj[k] !== undefined);
+  if (given.length !== 1) out.push({ field, message: `exactly one of ${keys.join(', ')} must be given (got ${given.length ? given.join(', ') : 'none'})` });
+}
+
+/** An http(s) URL, re-serialised; anything else is a problem. */
+export function checkStartUrl(raw: string): string | null {
+  try {
+    const u = new URL(raw);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Cross-field and semantic rules of the create request that the schema cannot express.
+ * Pure: the caller passes the plan. Returns every problem, not only the first.
+ */
+export function checkCreateRules(req: BrowserCreateRequest): Problem[] {
+  const out: Problem[] = [];
+  req.extensions?.forEach((e, i) => exactlyOne(e, ['id', 'name'], `extensions[${i}]`, out));
+  req.vaults?.forEach((v, i) => exactlyOne(v, ['id', 'name'], `vaults[${i}]`, out));
+  if (req.profile) exactlyOne(req.profile, ['id', 'name'], 'profile', out);
+  if (req.proxy) exactlyOne(req.proxy, ['mode', 'id', 'name'], 'proxy', out);
+  if (req.proxy !== undefined && req.proxy_id !== undefined) out.push({ field: 'proxy_id', message: 'cannot be combined with proxy' });
+  if (req.gpu === true && req.headless === true) out.push({ field: 'gpu', message: 'GPU acceleration requires headless=false' });
+  if (req.gpu === true && req.region !== undefined && req.region !== 'us-east') out.push({ field: 'gpu', message: 'GPU acceleration requires region=us-east' });
+  if (req.start_url !== undefined && checkStartUrl(req.start_url) === null) out.push({ field: 'start_url', message: 'must be an absolute http or https URL' });
+  const t = req.telemetry;
+  if (t && t.enabled === false && t.browser && Object.keys(t.browser).length) out.push({ field: 'telemetry.enabled', message: 'enabled=false cannot be combined with browser category settings' });
+
+  for (const f of NOT_YET_SUPPORTED) {
+    if (req[f] !== undefined) out.push({ field: f, message: 'is not supported by this browserd version yet' });
+  }
+  if (req.gpu === true) out.push({ field: 'gpu', message: 'GPU acceleration is not available on this node' });
+  if (req.stealth === true) out.push({ field: 'stealth', message: 'stealth mode is not supported by this browserd version yet' });
+  if (t && (t.enabled === true || (t.browser && Object.keys(t.browser).length) || t.export)) {
+    out.push({ field: 'telemetry', message: 'telemetry capture is not supported by this browserd version yet' });
+  }
+  return out;
+}
+
+/**
+ * Plan gates: choosing a region or a GPU needs the Start-Up or Enterprise plan.
+ * Returns the reason for a 403, or null.
+ */
+export function checkPlanGates(req: BrowserCreateRequest, plan: Plan): string | null {
+  const premium = plan === 'start_up' || plan === 'enterprise';
+  if (req.region !== undefined && !premium) return `choosing a region requires the Start-Up or Enterprise plan (organization plan: ${plan})`;
+  if (req.gpu === true && !premium) return `GPU acceleration requires the Start-Up or Enterprise plan (organization plan: ${plan})`;
+  return null;
+}
+
+export function resolveCreate(req: BrowserCreateRequest): ResolvedCreate {
+  return {
+    name: req.name ?? null,
+    headless: req.headless ?? false,
+    stealth: req.stealth ?? false,
+    gpu: req.gpu ?? false,
+    kioskMode: req.kiosk_mode ?? false,
+    memory: req.memory ?? '8GiB',
+    region: req.region ?? 'us-east',
+    timeoutSeconds: req.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+    invocationId: req.invocation_id ?? null,
+    startUrl: req.start_url !== undefined ? checkStartUrl(req.start_url) : null,
+    tags: req.tags ?? {},
+    viewport: resolveViewport(req.viewport),
+  };
+}

@@ -1,0 +1,35 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { NotFound, Unauthorized } from '../http/errors.js';
+import type { BrowserRuntime } from '../runtime/browser-runtime.js';
+import type { SessionService } from '../sessions/session-service.js';
+import type { SessionTokens } from './tokens.js';
+
+/**
+ * CDP discovery (`/json/version`) for clients that want an HTTP endpoint first
+ * (Puppeteer's browserURL, Playwright's connectOverCDP with an http URL). The answer is
+ * Chromium's own, with webSocketDebuggerUrl pointing back at our gateway.
+ *
+ * Clients build the discovery URL by appending `/json/version` to whatever they were
+ * given, so `http://host/browser/cdp?jwt=T` becomes `...?jwt=T/json/version/`: a token
+ * that ends that way is read the same as `/browser/cdp/json/version?jwt=T`.
+ */
+export function cdpDiscoveryRoutes(app: FastifyInstance, deps: { sessions: SessionService; tokens: SessionTokens; runtime: BrowserRuntime }): void {
+  const handler = async (req: FastifyRequest<{ Querystring: { jwt?: string } }>, reply: FastifyReply, suffixOk: boolean) => {
+    let token = req.query.jwt ?? '';
+    const suffix = /\/json\/version\/?$/.exec(token);
+    if (suffix) token = token.slice(0, suffix.index);
+    else if (!suffixOk) throw new NotFound('no route for GET /browser/cdp (connect with a websocket, or GET /browser/cdp/json/version)');
+    const check = await deps.tokens.verify(token, 'cdp');
+    if (!check.ok) throw new Unauthorized(check.reason);
+    const live = deps.sessions.liveSession(check.claims.sessionId);
+    if (!live) throw new NotFound('the session has ended or does not run on this node', 'session_not_found');
+    const v = await deps.runtime.version(live.handle);
+    const { cdp } = await deps.sessions.urls(live.record);
+    return reply.send({ ...v, webSocketDebuggerUrl: cdp });
+  };
+  const config = { auth: false };
+  const schema = { hide: true };
+  app.get('/browser/cdp', { config, schema }, (req, reply) => handler(req as never, reply, false));
+  app.get('/browser/cdp/json/version', { config, schema }, (req, reply) => handler(req as never, reply, true));
+  app.get('/browser/cdp/json/version/', { config, schema }, (req, reply) => handler(req as never, reply, true));
+}

@@ -1,0 +1,66 @@
+import WebSocket from 'ws';
+import { mightBeRefused, refusedCommand, refusalReply } from './cdp-guard.js';
+
+const MAX_FRAME = 512 * 1024 * 1024;
+
+/**
+ * Connects to the browser's own CDP endpoint on loopback. Resolves only once it is open,
+ * so the client's upgrade is completed only when there is somewhere to relay to.
+ */
+export function connectUpstream(port: number, wsPath: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}${wsPath}`, { maxPayload: MAX_FRAME, perMessageDeflate: false });
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error('browser did not accept the CDP connection within 10 s'));
+    }, 10_000);
+    ws.once('open', () => {
+      clearTimeout(timer);
+      resolve(ws);
+    });
+    ws.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+/**
+ * Relays frames between an agent and the browser, unchanged except for refused
+ * commands (answered with a CDP error). When either side closes, so does the other.
+ */
+export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void): { close(): void } {
+  let closed = false;
+  const closeBoth = () => {
+    if (closed) return;
+    closed = true;
+    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(1000, 'session closed');
+    if (upstream.readyState === WebSocket.OPEN || upstream.readyState === WebSocket.CONNECTING) upstream.close();
+    setTimeout(() => {
+      client.terminate();
+      upstream.terminate();
+    }, 2000).unref();
+    onClose();
+  };
+  client.on('message', (data, isBinary) => {
+    const frame = data as Buffer;
+    if (!isBinary && mightBeRefused(frame)) {
+      const refused = refusedCommand(frame.toString());
+      if (refused) {
+        client.send(refusalReply(refused));
+        return;
+      }
+    }
+    upstream.send(frame, { binary: isBinary });
+  });
+  upstream.on('message', (data, isBinary) => {
+    if (client.readyState === WebSocket.OPEN) client.send(data, { binary: isBinary });
+  });
+  client.on('close', closeBoth);
+  upstream.on('close', closeBoth);
+  client.on('error', closeBoth);
+  upstream.on('error', closeBoth);
+  return { close: closeBoth };
+}
+
+export const CDP_MAX_FRAME = MAX_FRAME;

@@ -1,0 +1,208 @@
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { chromiumArgs } from './chromium-args.js';
+import { startDisplay, type DisplayHandle } from './display.js';
+import { belongsTo, isAlive, listMarkedProcesses, signal, terminateGroup, waitForExit } from './processes.js';
+import { dropPrivilegesArgv, type SandboxUser } from './sandbox-user.js';
+import { sessionEnv } from './session-env.js';
+
+export interface LaunchSpec {
+  sessionId: string;
+  headless: boolean;
+  kioskMode: boolean;
+  width: number;
+  height: number;
+  startUrl: string | null;
+}
+
+/** Everything needed to find a session's processes again, also after a server restart (stored as JSON). */
+export interface RuntimeHandle {
+  dir: string;
+  chromium: { pid: number; port: number; wsPath: string };
+  display: DisplayHandle | null;
+}
+
+export interface BrowserVersion {
+  Browser: string;
+  'Protocol-Version': string;
+  'User-Agent': string;
+  'V8-Version'?: string;
+  'WebKit-Version'?: string;
+  webSocketDebuggerUrl: string;
+}
+
+/**
+ * Launches and ends the real processes of sessions: one Chromium each, plus an Xvfb
+ * display for headful ones. Processes are started in their own process group, detached
+ * and with output to files in the session directory (never pipes to this process), so
+ * they survive a crash of the server and can be re-adopted.
+ */
+export class BrowserRuntime {
+  readonly runtimeDir: string;
+
+  constructor(
+    private readonly opts: { chromiumPath: string; dataDir: string; user: SandboxUser | null; log: Logger },
+  ) {
+    this.runtimeDir = path.join(opts.dataDir, 'runtime');
+  }
+
+  /** Makes the runtime directory, traversable (not listable) by the sandbox user. */
+  prepare(): void {
+    fs.mkdirSync(this.runtimeDir, { recursive: true });
+    fs.chmodSync(this.opts.dataDir, 0o711);
+    fs.chmodSync(this.runtimeDir, 0o711);
+  }
+
+  sessionDir(sessionId: string): string {
+    return path.join(this.runtimeDir, sessionId);
+  }
+
+  async launch(spec: LaunchSpec): Promise<RuntimeHandle> {
+    const dir = this.sessionDir(spec.sessionId);
+    fs.rmSync(dir, { recursive: true, force: true });
+    for (const sub of ['', 'tmp', 'config', 'cache', 'profile']) {
+      fs.mkdirSync(path.join(dir, sub), { recursive: true, mode: 0o700 });
+      if (this.opts.user) fs.chownSync(path.join(dir, sub), this.opts.user.uid, this.opts.user.gid);
+    }
+    let display: DisplayHandle | null = null;
+    let chromiumPid: number | undefined;
+    try {
+      if (!spec.headless) {
+        display = await startDisplay({
+          runtimeDir: this.runtimeDir,
+          sessionId: spec.sessionId,
+          sessionDir: dir,
+          width: spec.width,
+          height: spec.height,
+          user: this.opts.user,
+        });
+      }
+      const argv = [
+        ...dropPrivilegesArgv(this.opts.user),
+        this.opts.chromiumPath,
+        ...chromiumArgs({
+          userDataDir: path.join(dir, 'profile'),
+          headless: spec.headless,
+          kioskMode: spec.kioskMode,
+          width: spec.width,
+          height: spec.height,
+          startUrl: spec.startUrl,
+        }),
+      ];
+      const logPath = path.join(dir, 'chromium.log');
+      const log = fs.openSync(logPath, 'a');
+      const child = spawn(argv[0]!, argv.slice(1), {
+        detached: true,
+        env: sessionEnv({ runtimeDir: this.runtimeDir, sessionId: spec.sessionId, sessionDir: dir, display: display?.number }),
+        stdio: ['ignore', log, log],
+      });
+      fs.closeSync(log);
+      child.on('error', () => undefined);
+      child.unref();
+      chromiumPid = child.pid;
+      if (!chromiumPid) throw new Error(`could not start ${this.opts.chromiumPath}`);
+      const { port, wsPath } = await this.waitForDevTools(path.join(dir, 'profile', 'DevToolsActivePort'), chromiumPid, logPath);
+      return { dir, chromium: { pid: chromiumPid, port, wsPath }, display };
+    } catch (err) {
+      if (chromiumPid) await terminateGroup(chromiumPid, 1000);
+      if (display) await terminateGroup(display.pid, 1000);
+      await this.killLeftovers(spec.sessionId);
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Chromium writes its port and browser target path to DevToolsActivePort once it listens. */
+  private async waitForDevTools(file: string, pid: number, logPath: string): Promise<{ port: number; wsPath: string }> {
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      try {
+        const [portLine, wsPath] = fs.readFileSync(file, 'utf8').split('\n');
+        const port = Number(portLine);
+        if (port > 0 && wsPath?.startsWith('/devtools/browser/')) return { port, wsPath };
+      } catch {
+        /* not written yet */
+      }
+      if (!isAlive(pid)) {
+        const tail = safeTail(logPath);
+        throw new Error(`Chromium exited during start-up${tail ? `: ${tail}` : ''}`);
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw new Error('Chromium did not open its DevTools port within 30 s');
+  }
+
+  /** True when the session's processes are all alive and Chromium answers on its port. */
+  async probe(h: RuntimeHandle, sessionId: string): Promise<boolean> {
+    if (!belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) return false;
+    if (h.display && !belongsTo(h.display.pid, this.runtimeDir, sessionId)) return false;
+    try {
+      const v = await this.version(h);
+      return new URL(v.webSocketDebuggerUrl).pathname === h.chromium.wsPath;
+    } catch {
+      return false;
+    }
+  }
+
+  isRunning(h: RuntimeHandle): boolean {
+    return isAlive(h.chromium.pid) && (!h.display || isAlive(h.display.pid));
+  }
+
+  async version(h: RuntimeHandle): Promise<BrowserVersion> {
+    const res = await fetch(`http://127.0.0.1:${h.chromium.port}/json/version`, { signal: AbortSignal.timeout(3000) });
+    if (!res.ok) throw new Error(`Chromium answered ${res.status}`);
+    return (await res.json()) as BrowserVersion;
+  }
+
+  /**
+   * Ends a session's processes by PID (Chromium first, then its display), then anything
+   * else still carrying the session's mark, then removes its temporary files.
+   */
+  async stop(sessionId: string, h: RuntimeHandle | null): Promise<void> {
+    if (h) {
+      if (belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) await terminateGroup(h.chromium.pid, 3000);
+      if (h.display && belongsTo(h.display.pid, this.runtimeDir, sessionId)) await terminateGroup(h.display.pid, 2000);
+    }
+    await this.killLeftovers(sessionId);
+    fs.rmSync(this.sessionDir(sessionId), { recursive: true, force: true });
+  }
+
+  private async killLeftovers(sessionId: string): Promise<void> {
+    const left = listMarkedProcesses(this.runtimeDir).filter((p) => p.sessionId === sessionId).map((p) => p.pid);
+    if (!left.length) return;
+    for (const pid of left) signal(pid, 'SIGKILL');
+    await waitForExit(left, 3000);
+  }
+
+  /**
+   * Start-up sweep: ends every marked process and removes every session directory whose
+   * session is not in `keep`. Returns what it removed, for the log.
+   */
+  async sweep(keep: Set<string>): Promise<{ processes: number; dirs: number }> {
+    const stray = listMarkedProcesses(this.runtimeDir).filter((p) => !keep.has(p.sessionId));
+    for (const p of stray) signal(p.pid, 'SIGKILL');
+    await waitForExit(
+      stray.map((p) => p.pid),
+      3000,
+    );
+    let dirs = 0;
+    if (fs.existsSync(this.runtimeDir)) {
+      for (const name of fs.readdirSync(this.runtimeDir)) {
+        if (keep.has(name)) continue;
+        fs.rmSync(path.join(this.runtimeDir, name), { recursive: true, force: true });
+        dirs++;
+      }
+    }
+    return { processes: stray.length, dirs };
+  }
+}
+
+function safeTail(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8').trim().split('\n').slice(-3).join(' | ').slice(0, 500);
+  } catch {
+    return '';
+  }
+}

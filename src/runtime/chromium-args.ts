@@ -1,0 +1,39 @@
+export interface ChromiumLaunchOptions {
+  userDataDir: string;
+  headless: boolean;
+  kioskMode: boolean;
+  width: number;
+  height: number;
+  startUrl: string | null;
+}
+
+/**
+ * Command-line flags for one session's Chromium. Pure, so the flag set is testable.
+ * The first five after the debugging ones are required on this machine's closed network.
+ */
+export function chromiumArgs(o: ChromiumLaunchOptions): string[] {
+  const args = [
+    '--remote-debugging-port=0',
+    '--remote-debugging-address=127.0.0.1',
+    `--user-data-dir=${o.userDataDir}`,
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--disable-quic',
+    '--no-default-browser-check',
+    '--password-store=basic',
+    '--use-mock-keychain',
+    '--disable-breakpad',
+    '--disable-crash-reporter',
+    '--disable-domain-reliability',
+    '--metrics-recording-only',
+    `--window-size=${o.width},${o.height}`,
+    '--window-position=0,0',
+  ];
+  if (o.headless) args.push('--headless');
+  else if (o.kioskMode) args.push('--kiosk');
+  // "--" ends switch parsing, so a URL can never be read as a flag.
+  args.push('--', o.startUrl ?? 'about:blank');
+  return args;
+}

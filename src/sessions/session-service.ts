@@ -1,0 +1,307 @@
+import type { Logger } from 'pino';
+import type { Principal } from '../accounts/accounts.js';
+import type { Config } from '../config.js';
+import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
+import { checkCreateRules, checkPlanGates, resolveCreate } from '../domain/browser-rules.js';
+import { newId, nowIso } from '../domain/ids.js';
+import type { Channel, SessionTokens } from '../gateway/tokens.js';
+import { CapacityExhausted, Conflict, Forbidden, InternalError, NotFound, invalidInput } from '../http/errors.js';
+import type { BrowserRuntime, RuntimeHandle } from '../runtime/browser-runtime.js';
+import { browserView } from './browser-view.js';
+import type { SessionRecord } from './session-record.js';
+import type { ListFilter, SessionRepo } from './session-repo.js';
+
+/** Something the gateway holds open for a session (a websocket pair); closed when the session ends. */
+export interface SessionClient {
+  close(): void;
+}
+
+/** A session running on this node. */
+interface LiveSession {
+  record: SessionRecord;
+  handle: RuntimeHandle;
+  clients: Set<SessionClient>;
+  lastActiveMs: number;
+}
+
+export type EndReason = 'deleted' | 'inactivity' | 'browser_exited' | 'launch_failed' | 'lost_on_restart' | 'server_shutdown';
+
+/**
+ * Lifecycle of browser sessions on this node: create (launch), look up, update, end
+ * (soft delete), inactivity reaping and start-up reconciliation. The store is the source
+ * of truth; `live` mirrors the sessions whose processes this node owns.
+ */
+export class SessionService {
+  private readonly live = new Map<string, LiveSession>();
+  private readonly starting = new Map<string, Promise<unknown>>();
+  private readonly ending = new Map<string, Promise<void>>();
+  private reaper: NodeJS.Timeout | null = null;
+  private publicUrl: string;
+
+  constructor(
+    private readonly deps: {
+      repo: SessionRepo;
+      runtime: BrowserRuntime;
+      tokens: SessionTokens;
+      config: Config;
+      nodeId: string;
+      log: Logger;
+    },
+  ) {
+    this.publicUrl = deps.config.publicUrl ?? '';
+  }
+
+  setPublicUrl(url: string): void {
+    this.publicUrl = url;
+  }
+
+  get activeCount(): number {
+    return this.live.size + this.starting.size;
+  }
+
+  // ---- API operations -------------------------------------------------------------
+
+  async create(p: Principal, req: BrowserCreateRequest): Promise<Record<string, unknown>> {
+    const problems = checkCreateRules(req);
+    if (problems.length) throw invalidInput(problems);
+    const gate = checkPlanGates(req, p.organization.plan);
+    if (gate) throw new Forbidden(gate, 'plan_required');
+    const r = resolveCreate(req);
+    if (r.region !== this.deps.config.region) {
+      throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.region}`);
+    }
+    if (this.activeCount >= this.deps.config.maxSessions) {
+      throw new CapacityExhausted(`this node is at its capacity of ${this.deps.config.maxSessions} sessions; retry later`);
+    }
+    const now = nowIso();
+    const record: SessionRecord = {
+      id: newId(),
+      projectId: p.projectId,
+      nodeId: this.deps.nodeId,
+      name: r.name,
+      status: 'starting',
+      headless: r.headless,
+      stealth: r.stealth,
+      gpu: r.gpu,
+      kioskMode: r.kioskMode,
+      memory: r.memory,
+      region: r.region,
+      timeoutSeconds: r.timeoutSeconds,
+      invocationId: r.invocationId,
+      startUrl: r.startUrl,
+      tags: r.tags,
+      config: { viewport: r.viewport },
+      runtime: null,
+      createdAt: now,
+      lastActiveAt: now,
+      deletedAt: null,
+      uptimeMs: null,
+      usageStatus: null,
+      endReason: null,
+    };
+    // The slot is held from here, so concurrent creates cannot overshoot the capacity.
+    let release!: () => void;
+    this.starting.set(record.id, new Promise<void>((res) => (release = res)));
+    try {
+      await this.deps.repo.insert(record);
+      let handle: RuntimeHandle;
+      try {
+        handle = await this.deps.runtime.launch({
+          sessionId: record.id,
+          headless: r.headless,
+          kioskMode: r.kioskMode,
+          width: r.viewport.width,
+          height: r.viewport.height,
+          startUrl: r.startUrl,
+        });
+      } catch (err) {
+        this.deps.log.error({ session_id: record.id, err: String(err) }, 'browser launch failed');
+        await this.deps.repo.markDeleted(record.id, nowIso(), 0, 'launch_failed');
+        await this.deps.repo.markUsageReady(record.id);
+        throw new InternalError('the browser failed to start; nothing was kept', 'launch_failed');
+      }
+      record.status = 'active';
+      record.runtime = handle;
+      try {
+        await this.deps.repo.markActive(record.id, handle);
+      } catch (err) {
+        await this.deps.runtime.stop(record.id, handle);
+        throw err;
+      }
+      this.live.set(record.id, { record, handle, clients: new Set(), lastActiveMs: Date.now() });
+      this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid }, 'session started');
+    } finally {
+      this.starting.delete(record.id);
+      release();
+    }
+    return this.view(record);
+  }
+
+  async get(p: Principal, idOrName: string, includeDeleted: boolean): Promise<Record<string, unknown>> {
+    return this.view(await this.mustFind(p, idOrName, includeDeleted));
+  }
+
+  async list(p: Principal, f: Omit<ListFilter, 'projectId'>): Promise<{ items: Record<string, unknown>[]; hasMore: boolean }> {
+    const page = await this.deps.repo.list({ ...f, projectId: p.projectId });
+    return { items: await Promise.all(page.items.map((s) => this.view(s))), hasMore: page.hasMore };
+  }
+
+  async update(p: Principal, idOrName: string, req: BrowserUpdateRequest): Promise<Record<string, unknown>> {
+    const unsupported = (['proxy', 'proxy_id', 'profile', 'disable_default_proxy'] as const).filter((k) => req[k] !== undefined);
+    const t = req.telemetry;
+    const problems: { field: string; message: string }[] = unsupported.map((f) => ({ field: f, message: 'is not supported by this browserd version yet' }));
+    if (t && (t.enabled === true || (t.browser && Object.keys(t.browser).length))) {
+      problems.push({ field: 'telemetry', message: 'telemetry capture is not supported by this browserd version yet' });
+    }
+    if (problems.length) throw invalidInput(problems);
+    const s = await this.mustFind(p, idOrName, false);
+    const patch: { name?: string | null; tags?: Record<string, string> } = {};
+    // Kernel semantics: omitted leaves unchanged; "" (or null) clears the name; {} (or null) clears the tags.
+    if (req.name !== undefined) patch.name = req.name === '' || req.name === null ? null : req.name;
+    if (req.tags !== undefined) patch.tags = req.tags ?? {};
+    await this.deps.repo.update(s.id, patch);
+    const fresh = (await this.deps.repo.byId(s.id))!;
+    const live = this.live.get(s.id);
+    if (live) live.record = { ...live.record, name: fresh.name, tags: fresh.tags };
+    return this.view(fresh);
+  }
+
+  async delete(p: Principal, idOrName: string): Promise<void> {
+    const s = await this.mustFind(p, idOrName, false);
+    await this.starting.get(s.id);
+    if (s.nodeId !== this.deps.nodeId) {
+      throw new Conflict('this session runs on another node; send the request to that node', 'wrong_node');
+    }
+    await this.end(s.id, 'deleted');
+  }
+
+  // ---- gateway hooks ---------------------------------------------------------------
+
+  /** The running session a gateway connection may attach to, or null if it is not active on this node. */
+  liveSession(id: string): { record: SessionRecord; handle: RuntimeHandle } | null {
+    const l = this.live.get(id);
+    return l && !this.ending.has(id) ? { record: l.record, handle: l.handle } : null;
+  }
+
+  /** Registers an open client connection (activity); returns the function that unregisters it. */
+  attach(id: string, client: SessionClient): () => void {
+    const l = this.live.get(id);
+    if (!l) {
+      client.close();
+      return () => undefined;
+    }
+    l.clients.add(client);
+    l.lastActiveMs = Date.now();
+    return () => {
+      if (!l.clients.delete(client)) return;
+      l.lastActiveMs = Date.now();
+      this.deps.repo.touch(id, new Date(l.lastActiveMs).toISOString()).catch((err) => this.deps.log.warn({ session_id: id, err: String(err) }, 'could not record activity'));
+    };
+  }
+
+  async urls(s: SessionRecord): Promise<{ cdp: string; webdriver: string; liveView: string | null }> {
+    const base = this.publicUrl;
+    const wsBase = base.replace(/^http/, 'ws');
+    const token = (channel: Channel) => this.deps.tokens.sign({ sessionId: s.id, channel, readonly: false });
+    const [cdp, bidi, live] = await Promise.all([token('cdp'), token('bidi'), s.headless ? Promise.resolve(null) : token('live')]);
+    return {
+      cdp: `${wsBase}/browser/cdp?jwt=${cdp}`,
+      webdriver: `${wsBase}/browser/bidi?jwt=${bidi}`,
+      liveView: live ? `${base}/browser/live?jwt=${live}` : null,
+    };
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------
+
+  /**
+   * Ends a session: soft delete in the store (usage pending), close its clients, end its
+   * processes and remove its files, then mark usage ready. Idempotent and concurrency-safe.
+   */
+  end(id: string, reason: EndReason): Promise<void> {
+    const running = this.ending.get(id);
+    if (running) return running;
+    const job = this.doEnd(id, reason).finally(() => this.ending.delete(id));
+    this.ending.set(id, job);
+    return job;
+  }
+
+  private async doEnd(id: string, reason: EndReason): Promise<void> {
+    const l = this.live.get(id);
+    const record = l?.record ?? (await this.deps.repo.byId(id));
+    if (!record) return;
+    const deletedAt = record.deletedAt ?? nowIso();
+    if (!record.deletedAt) {
+      const uptime = Math.max(0, Date.parse(deletedAt) - Date.parse(record.createdAt));
+      await this.deps.repo.markDeleted(id, deletedAt, uptime, reason);
+    }
+    if (l) for (const c of [...l.clients]) c.close();
+    try {
+      await this.deps.runtime.stop(id, l?.handle ?? record.runtime);
+    } finally {
+      this.live.delete(id);
+    }
+    await this.deps.repo.markUsageReady(id);
+    this.deps.log.info({ session_id: id, reason }, 'session ended');
+  }
+
+  /** One pass of the inactivity reaper: ends idle sessions and sessions whose browser died. */
+  async reapOnce(nowMs = Date.now()): Promise<void> {
+    const jobs: Promise<void>[] = [];
+    for (const [id, l] of this.live) {
+      if (this.ending.has(id)) continue;
+      if (!this.deps.runtime.isRunning(l.handle)) jobs.push(this.end(id, 'browser_exited'));
+      else if (l.clients.size === 0 && nowMs - l.lastActiveMs >= l.record.timeoutSeconds * 1000) jobs.push(this.end(id, 'inactivity'));
+    }
+    const results = await Promise.allSettled(jobs);
+    for (const r of results) if (r.status === 'rejected') this.deps.log.error({ err: String(r.reason) }, 'reaper could not end a session');
+  }
+
+  startReaper(): void {
+    if (this.reaper) return;
+    this.reaper = setInterval(() => void this.reapOnce(), this.deps.config.reaperIntervalMs);
+    this.reaper.unref();
+  }
+
+  /**
+   * Start-up reconciliation after a crash or restart: every session the store lists as
+   * unfinished on this node is re-adopted if its Chromium still answers, else ended;
+   * then every process and directory the store does not know about is removed.
+   */
+  async reconcile(): Promise<{ adopted: number; ended: number; swept: { processes: number; dirs: number } }> {
+    const unfinished = await this.deps.repo.unfinishedOnNode(this.deps.nodeId);
+    let adopted = 0;
+    let ended = 0;
+    for (const s of unfinished) {
+      if (s.deletedAt === null && s.status === 'active' && s.runtime && (await this.deps.runtime.probe(s.runtime, s.id))) {
+        // The grace period restarts now: the server was away, not the clients' fault.
+        this.live.set(s.id, { record: s, handle: s.runtime, clients: new Set(), lastActiveMs: Date.now() });
+        adopted++;
+        continue;
+      }
+      await this.end(s.id, 'lost_on_restart');
+      ended++;
+    }
+    const swept = await this.deps.runtime.sweep(new Set(this.live.keys()));
+    return { adopted, ended, swept };
+  }
+
+  /** Stops the reaper and ends every session this node runs. */
+  async shutdown(): Promise<void> {
+    if (this.reaper) clearInterval(this.reaper);
+    this.reaper = null;
+    await Promise.allSettled([...this.starting.values()]);
+    await Promise.allSettled([...this.live.keys()].map((id) => this.end(id, 'server_shutdown')));
+  }
+
+  // ---- helpers --------------------------------------------------------------------
+
+  private async mustFind(p: Principal, idOrName: string, includeDeleted: boolean): Promise<SessionRecord> {
+    const s = await this.deps.repo.find(p.projectId, idOrName, includeDeleted);
+    if (!s) throw new NotFound(`browser session "${idOrName}" not found`);
+    return s;
+  }
+
+  private async view(s: SessionRecord): Promise<Record<string, unknown>> {
+    return browserView(s, await this.urls(s));
+  }
+}

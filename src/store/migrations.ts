@@ -1,0 +1,107 @@
+import { type Kysely, type Migration, type MigrationProvider, Migrator, sql } from 'kysely';
+
+/**
+ * Migrations live in code (not files) so the compiled server and the tests run the
+ * same list on SQLite and PostgreSQL. Only portable column types are used.
+ */
+const migrations: Record<string, Migration> = {
+  '0001_foundation': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('organizations')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('name', 'text', (c) => c.notNull().unique())
+        .addColumn('plan', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('projects')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('is_default', 'integer', (c) => c.notNull().defaultTo(0))
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addUniqueConstraint('projects_org_name', ['organization_id', 'name'])
+        .execute();
+      await db.schema
+        .createTable('api_keys')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        .addColumn('project_id', 'text', (c) => c.references('projects.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+        .addColumn('key_prefix', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('revoked_at', 'text')
+        .addColumn('last_used_at', 'text')
+        .execute();
+      await db.schema
+        .createTable('settings')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('nodes')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('address', 'text', (c) => c.notNull())
+        .addColumn('region', 'text', (c) => c.notNull())
+        .addColumn('capacity', 'integer', (c) => c.notNull())
+        .addColumn('started_at', 'text', (c) => c.notNull())
+        .addColumn('heartbeat_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('browser_sessions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('node_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('status', 'text', (c) => c.notNull())
+        .addColumn('headless', 'integer', (c) => c.notNull())
+        .addColumn('stealth', 'integer', (c) => c.notNull())
+        .addColumn('gpu', 'integer', (c) => c.notNull())
+        .addColumn('kiosk_mode', 'integer', (c) => c.notNull())
+        .addColumn('memory', 'text', (c) => c.notNull())
+        .addColumn('region', 'text', (c) => c.notNull())
+        .addColumn('timeout_seconds', 'integer', (c) => c.notNull())
+        .addColumn('invocation_id', 'text')
+        .addColumn('start_url', 'text')
+        .addColumn('tags', 'text', (c) => c.notNull())
+        .addColumn('config', 'text', (c) => c.notNull())
+        .addColumn('runtime', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_active_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .addColumn('uptime_ms', 'bigint')
+        .addColumn('usage_status', 'text')
+        .addColumn('end_reason', 'text')
+        .execute();
+      // Name is unique among the project's active sessions only: a partial index, which both engines support.
+      await sql`CREATE UNIQUE INDEX browser_sessions_active_name ON browser_sessions (project_id, name) WHERE deleted_at IS NULL AND name IS NOT NULL`.execute(db);
+      await db.schema.createIndex('browser_sessions_node_active').on('browser_sessions').columns(['node_id', 'deleted_at']).execute();
+      await db.schema
+        .createTable('browser_session_tags')
+        .addColumn('session_id', 'text', (c) => c.notNull().references('browser_sessions.id'))
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('browser_session_tags_pk', ['session_id', 'key'])
+        .execute();
+      await db.schema.createIndex('browser_session_tags_kv').on('browser_session_tags').columns(['key', 'value']).execute();
+      await db.schema.createIndex('browser_sessions_project_created').on('browser_sessions').columns(['project_id', 'created_at']).execute();
+    },
+  },
+};
+
+class InCodeMigrations implements MigrationProvider {
+  async getMigrations() {
+    return migrations;
+  }
+}
+
+export async function migrateToLatest(db: Kysely<any>): Promise<void> {
+  const migrator = new Migrator({ db, provider: new InCodeMigrations() });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error || failed) {
+    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${error instanceof Error ? error.message : String(error)}`);
+  }
+}
