@@ -1,15 +1,32 @@
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../http/errors.js';
 import type { Store } from '../store/database.js';
 
+/** Runs `chromium --version` (it loads the binary and its libraries without starting a browser); cached for 30 s. */
+function chromiumRunner(chromiumPath: string): () => Promise<string | null> {
+  let cached: { at: number; problem: string | null } | null = null;
+  return async () => {
+    if (cached && Date.now() - cached.at < 30_000) return cached.problem;
+    const problem = await new Promise<string | null>((resolve) => {
+      execFile(chromiumPath, ['--version'], { timeout: 5000 }, (err, stdout) => {
+        resolve(err ? `${chromiumPath} --version failed: ${err.message.split('\n')[0]}` : /Chromium|Chrome/.test(stdout) ? null : `${chromiumPath} --version printed no version`);
+      });
+    });
+    cached = { at: Date.now(), problem };
+    return problem;
+  };
+}
+
 /**
  * /healthz: the process is up. /readyz: the store answers and Chromium can be started
- * (the binary is there and executable, and so is Xvfb for headful sessions). Neither
+ * (its binary runs, and Xvfb for headful sessions is there). Neither
  * needs a key nor counts against the rate limit.
  */
 export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiumPath: string }): void {
   const open = { auth: false, rateLimit: false };
+  const chromiumProblem = chromiumRunner(deps.chromiumPath);
   app.get('/healthz', { config: open, schema: { hide: true } }, async () => ({ status: 'ok' }));
   app.get('/readyz', { config: open, schema: { hide: true } }, async () => {
     const problems: { code: string; message: string }[] = [];
@@ -21,6 +38,8 @@ export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiu
         problems.push({ code: 'binary_missing', message: `${bin} is missing or not executable` });
       }
     }
+    const chromium = problems.length ? null : await chromiumProblem();
+    if (chromium) problems.push({ code: 'chromium_not_launchable', message: chromium });
     if (problems.length) throw new ApiError(503, 'not_ready', 'browserd is not ready', problems);
     return { status: 'ready' };
   });

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { chromiumArgs } from './chromium-args.js';
-import { startDisplay, type DisplayHandle } from './display.js';
+import { ensureX11SocketDir, removeStaleDisplayLocks, startDisplay, type DisplayHandle } from './display.js';
 import { belongsTo, isAlive, listMarkedProcesses, signal, terminateGroup, waitForExit } from './processes.js';
 import { dropPrivilegesArgv, type SandboxUser } from './sandbox-user.js';
 import { sessionEnv } from './session-env.js';
@@ -53,6 +53,15 @@ export class BrowserRuntime {
     fs.mkdirSync(this.runtimeDir, { recursive: true });
     fs.chmodSync(this.opts.dataDir, 0o711);
     fs.chmodSync(this.runtimeDir, 0o711);
+    ensureX11SocketDir();
+    if (this.opts.user) {
+      // The session user must be able to walk down to its session directory.
+      for (let dir = path.dirname(this.opts.dataDir); dir !== path.dirname(dir); dir = path.dirname(dir)) {
+        if ((fs.statSync(dir).mode & 0o001) === 0) {
+          throw new Error(`the session user "${this.opts.user.name}" cannot traverse ${dir} (on the path to BROWSERD_DATA_DIR); allow it with chmod o+x ${dir} or choose another data dir`);
+        }
+      }
+    }
   }
 
   sessionDir(sessionId: string): string {
@@ -166,7 +175,12 @@ export class BrowserRuntime {
       if (h.display && belongsTo(h.display.pid, this.runtimeDir, sessionId)) await terminateGroup(h.display.pid, 2000);
     }
     await this.killLeftovers(sessionId);
+    this.removeStaleLocks();
     fs.rmSync(this.sessionDir(sessionId), { recursive: true, force: true });
+  }
+
+  private removeStaleLocks(): void {
+    removeStaleDisplayLocks(this.opts.user?.uid ?? process.getuid?.() ?? -1);
   }
 
   private async killLeftovers(sessionId: string): Promise<void> {
@@ -187,6 +201,7 @@ export class BrowserRuntime {
       stray.map((p) => p.pid),
       3000,
     );
+    this.removeStaleLocks();
     let dirs = 0;
     if (fs.existsSync(this.runtimeDir)) {
       for (const name of fs.readdirSync(this.runtimeDir)) {

@@ -78,3 +78,39 @@ export async function startDisplay(opts: {
 export function displayAlive(d: DisplayHandle): boolean {
   return isAlive(d.pid);
 }
+
+/**
+ * X's socket directory must exist, owned by root and world-writable with the sticky bit,
+ * before an unprivileged Xvfb starts (containers often lack it).
+ */
+export function ensureX11SocketDir(): void {
+  if (process.getuid?.() !== 0) return;
+  fs.mkdirSync('/tmp/.X11-unix', { recursive: true });
+  fs.chownSync('/tmp/.X11-unix', 0, 0);
+  fs.chmodSync('/tmp/.X11-unix', 0o1777);
+}
+
+/**
+ * Xvfb removes its lock file and socket on SIGTERM but not when it is SIGKILLed. Removes
+ * the lock file and socket of every display whose lock names a process that is gone and
+ * that belonged to `uid` (our sessions' account), so display numbers do not leak.
+ */
+export function removeStaleDisplayLocks(uid: number): number {
+  let removed = 0;
+  for (const name of fs.readdirSync('/tmp')) {
+    const m = /^\.X(\d+)-lock$/.exec(name);
+    if (!m) continue;
+    const lock = path.join('/tmp', name);
+    try {
+      if (fs.statSync(lock).uid !== uid) continue;
+      const pid = Number(fs.readFileSync(lock, 'utf8').trim());
+      if (pid > 0 && isAlive(pid)) continue;
+      fs.rmSync(lock, { force: true });
+      fs.rmSync(`/tmp/.X11-unix/X${m[1]}`, { force: true });
+      removed++;
+    } catch {
+      /* raced with Xvfb itself */
+    }
+  }
+  return removed;
+}
