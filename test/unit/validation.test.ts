@@ -1,0 +1,275 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { TSchema } from '@sinclair/typebox';
+import { BrowserCreateRequest, BrowserListQuery, BrowserUpdateRequest } from '../../src/domain/browser-request.js';
+import { fieldPath, problemsFromAjv, validatorCompiler } from '../../src/http/validation.js';
+import { invalidInput } from '../../src/http/errors.js';
+
+type Problem = { field: string; message: string };
+
+function compile(schema: TSchema, httpPart: string, url = '/browsers', method = 'POST'): ValidateFunction {
+  return validatorCompiler({ schema, httpPart, method, url }) as unknown as ValidateFunction;
+}
+
+const createValidator = compile(BrowserCreateRequest, 'body');
+
+/** Validates a create body exactly as the server does; [] when valid. */
+function check(body: unknown): Problem[] {
+  const ok = createValidator(body);
+  if (ok) return [];
+  const errors = (createValidator.errors ?? []) as ErrorObject[];
+  assert.ok(errors.length > 0, 'an invalid body must come with errors');
+  return problemsFromAjv(errors, 'body');
+}
+
+function fields(problems: Problem[]): string[] {
+  return [...new Set(problems.map((p) => p.field))].sort();
+}
+
+const s = (n: number, c = 'a') => c.repeat(n);
+const objOf = (n: number, f: (i: number) => [string, string]) => Object.fromEntries(Array.from({ length: n }, (_, i) => f(i)));
+const arr = <T>(n: number, f: (i: number) => T) => Array.from({ length: n }, (_, i) => f(i));
+
+/** [label, body] that the schema must accept. */
+const ACCEPTED: [string, unknown][] = [
+  ['empty body', {}],
+  ['timeout_seconds 10 (minimum)', { timeout_seconds: 10 }],
+  ['timeout_seconds 259200 (maximum)', { timeout_seconds: 259200 }],
+  ['timeout_seconds 60', { timeout_seconds: 60 }],
+  ['name of 1 char', { name: 'a' }],
+  ['name of 255 chars', { name: s(255) }],
+  ['name with every allowed character class', { name: 'My.session_01-x' }],
+  ['headless / stealth / gpu / kiosk_mode booleans', { headless: true, stealth: false, gpu: false, kiosk_mode: true }],
+  ['invocation_id', { invocation_id: 'inv_123' }],
+  ['start_url', { start_url: 'https://example.com/' }],
+  ['0 extensions', { extensions: [] }],
+  ['20 extensions', { extensions: arr(20, (i) => ({ name: `ext${i}` })) }],
+  ['extension by id', { extensions: [{ id: 'x1' }] }],
+  ['extension name of 255 chars', { extensions: [{ name: s(255) }] }],
+  ['20 vaults', { vaults: arr(20, (i) => ({ id: `v${i}` })) }],
+  ['vault by name of 255 chars', { vaults: [{ name: s(255) }] }],
+  ['50 tags', { tags: objOf(50, (i) => [`k${i}`, `v${i}`]) }],
+  ['tag key of 128 chars', { tags: { [s(128, 'k')]: 'v' } }],
+  ['tag key with every allowed punctuation', { tags: { 'a b_c.d:e/f=g+h@i-j': 'v' } }],
+  ['tag value of 256 chars', { tags: { k: s(256, 'v') } }],
+  ['empty tag value', { tags: { k: '' } }],
+  ['tag value with every allowed punctuation', { tags: { k: 'a b_c.d:e/f=g+h@i-j' } }],
+  ['viewport 1x1', { viewport: { width: 1, height: 1 } }],
+  ['viewport with refresh_rate 1', { viewport: { width: 1920, height: 1080, refresh_rate: 1 } }],
+  ['memory 8GiB', { memory: '8GiB' }],
+  ['memory 16GiB', { memory: '16GiB' }],
+  ['region us-east', { region: 'us-east' }],
+  ['region eu-west', { region: 'eu-west' }],
+  ['region ap-southeast', { region: 'ap-southeast' }],
+  ['proxy mode direct', { proxy: { mode: 'direct' } }],
+  ['proxy mode default', { proxy: { mode: 'default' } }],
+  ['proxy id', { proxy: { id: 'p1' } }],
+  ['proxy name', { proxy: { name: 'my proxy' } }],
+  ['proxy_id', { proxy_id: 'p1' }],
+  ['profile by name with save_changes', { profile: { name: 'prof', save_changes: true } }],
+  ['32 private_hosts', { network: { private_hosts: arr(32, (i) => `h${i}.corp.example`) } }],
+  ['private_host of 255 chars', { network: { private_hosts: [s(255, 'h')] } }],
+  ['empty private_hosts', { network: { private_hosts: [] } }],
+  ['telemetry null', { telemetry: null }],
+  ['telemetry enabled with categories', { telemetry: { enabled: true, browser: { console: { enabled: true } } } }],
+  ['chrome_policy free-form', { chrome_policy: { HomepageLocation: 'https://x.example', BookmarkBarEnabled: true } }],
+];
+
+/** [label, body, fields that must be named (all problems, nothing else)]. */
+const REJECTED: [string, unknown, string[]][] = [
+  ['timeout_seconds 9', { timeout_seconds: 9 }, ['timeout_seconds']],
+  ['timeout_seconds 259201', { timeout_seconds: 259201 }, ['timeout_seconds']],
+  ['timeout_seconds 10.5 (not an integer)', { timeout_seconds: 10.5 }, ['timeout_seconds']],
+  ['timeout_seconds as a string (no coercion of bodies)', { timeout_seconds: '60' }, ['timeout_seconds']],
+  ['name of 0 chars', { name: '' }, ['name']],
+  ['name of 256 chars', { name: s(256) }, ['name']],
+  ['name with a space', { name: 'my session' }, ['name']],
+  ['name with a slash', { name: 'a/b' }, ['name']],
+  ['name with a non-ASCII letter', { name: 'café' }, ['name']],
+  ['headless as the string "true"', { headless: 'true' }, ['headless']],
+  ['21 extensions', { extensions: arr(21, (i) => ({ name: `ext${i}` })) }, ['extensions']],
+  ['extension name with bad characters', { extensions: [{ name: 'bad name' }] }, ['extensions[0].name']],
+  ['extension name of 256 chars', { extensions: [{ name: s(256) }] }, ['extensions[0].name']],
+  ['extension with an unknown field', { extensions: [{ id: 'x', path: '/tmp' }] }, ['extensions[0].path']],
+  ['21 vaults', { vaults: arr(21, (i) => ({ id: `v${i}` })) }, ['vaults']],
+  ['vault name of 256 chars', { vaults: [{ name: s(256) }] }, ['vaults[0].name']],
+  ['vault with an unknown field', { vaults: [{ id: 'v', key: 'k' }] }, ['vaults[0].key']],
+  ['51 tags', { tags: objOf(51, (i) => [`k${i}`, `v${i}`]) }, ['tags']],
+  ['tag key of 129 chars', { tags: { [s(129, 'k')]: 'v' } }, [`tags.${s(129, 'k')}`]],
+  ['tag key with "!"', { tags: { 'bad!': 'v' } }, ['tags.bad!']],
+  ['tag key with a non-ASCII letter', { tags: { 'clé': 'v' } }, ['tags.clé']],
+  ['empty tag key', { tags: { '': 'v' } }, ['tags.']],
+  ['tag value of 257 chars', { tags: { k: s(257, 'v') } }, ['tags.k']],
+  ['tag value with "#"', { tags: { k: 'a#b' } }, ['tags.k']],
+  ['tag value that is a number', { tags: { k: 1 } }, ['tags.k']],
+  ['tags as an array', { tags: ['a'] }, ['tags']],
+  ['viewport width 0', { viewport: { width: 0, height: 1 } }, ['viewport.width']],
+  ['viewport height 0', { viewport: { width: 1, height: 0 } }, ['viewport.height']],
+  ['viewport refresh_rate 0', { viewport: { width: 1, height: 1, refresh_rate: 0 } }, ['viewport.refresh_rate']],
+  ['viewport without height', { viewport: { width: 1024 } }, ['viewport.height']],
+  ['viewport without width', { viewport: { height: 768 } }, ['viewport.width']],
+  ['viewport width 1.5', { viewport: { width: 1.5, height: 1 } }, ['viewport.width']],
+  ['viewport unknown field', { viewport: { width: 1, height: 1, depth: 24 } }, ['viewport.depth']],
+  ['memory 4GiB', { memory: '4GiB' }, ['memory']],
+  ['memory 1GiB (response-only value)', { memory: '1GiB' }, ['memory']],
+  ['region mars', { region: 'mars' }, ['region']],
+  ['region in upper case', { region: 'US-EAST' }, ['region']],
+  ['proxy with an additional property', { proxy: { mode: 'direct', bypass_hosts: ['x'] } }, ['proxy.bypass_hosts']],
+  ['proxy mode outside the enum', { proxy: { mode: 'stealth' } }, ['proxy.mode']],
+  ['proxy id empty', { proxy: { id: '' } }, ['proxy.id']],
+  ['33 private_hosts', { network: { private_hosts: arr(33, (i) => `h${i}.corp.example`) } }, ['network.private_hosts']],
+  ['private_host of 256 chars', { network: { private_hosts: ['ok.example', s(256, 'h')] } }, ['network.private_hosts[1]']],
+  ['network unknown field', { network: { bypass: [] } }, ['network.bypass']],
+  ['profile unknown field', { profile: { id: 'p', path: '/' } }, ['profile.path']],
+  ['profile name with bad characters', { profile: { name: 'a b' } }, ['profile.name']],
+  ['telemetry unknown field', { telemetry: { enabled: true, sink: 'x' } }, ['telemetry.sink']],
+  ['unknown top-level field', { persistence: { id: 'x' } }, ['persistence']],
+  ['body that is not an object', [], ['(body)']],
+];
+
+describe('create request schema: accepted', () => {
+  for (const [label, body] of ACCEPTED) {
+    test(label, () => assert.deepEqual(check(body), []));
+  }
+});
+
+describe('create request schema: rejected, naming the field', () => {
+  for (const [label, body, want] of REJECTED) {
+    test(label, () => {
+      const p = check(body);
+      assert.ok(p.length > 0, 'must be rejected');
+      assert.deepEqual(fields(p), [...want].sort(), JSON.stringify(p));
+      for (const x of p) assert.ok(x.message.length > 0);
+    });
+  }
+});
+
+describe('create request schema: messages', () => {
+  test('unknown fields are reported as such', () => {
+    assert.deepEqual(check({ bogus: 1 }), [{ field: 'bogus', message: 'is not a known field' }]);
+  });
+  test('a missing required property names the property itself', () => {
+    assert.deepEqual(check({ viewport: { width: 1 } }), [{ field: 'viewport.height', message: 'is required' }]);
+  });
+  test('enum errors list the allowed values', () => {
+    assert.deepEqual(check({ memory: '4GiB' }), [{ field: 'memory', message: 'must be one of 8GiB, 16GiB' }]);
+  });
+  test('bad tag keys and values get the tag rule as message', () => {
+    const [key] = check({ tags: { 'a!': 'v' } });
+    assert.match(key!.message, /tag key must be 1 to 128 characters/);
+    const [value] = check({ tags: { k: 'a!' } });
+    assert.match(value!.message, /tag value must be 0 to 256 characters/);
+  });
+});
+
+describe('several broken rules', () => {
+  test('one problem per broken rule, each naming its field path', () => {
+    const body = {
+      timeout_seconds: 9,
+      name: 'has space',
+      memory: '32GiB',
+      region: 'moon',
+      viewport: { width: 0, height: 10, refresh_rate: 0 },
+      tags: { ok: 'fine', bad: 'x#y', 'k!': 'v' },
+      extensions: [{ name: 'bad name' }, { id: 'ok' }],
+      vaults: [{ id: 'v', extra: true }],
+      proxy: { mode: 'direct', extra: 1 },
+      network: { private_hosts: [s(256)] },
+      unknown_field: 1,
+    };
+    const p = check(body);
+    const want = [
+      'timeout_seconds',
+      'name',
+      'memory',
+      'region',
+      'viewport.width',
+      'viewport.refresh_rate',
+      'tags.bad',
+      'tags.k!',
+      'extensions[0].name',
+      'vaults[0].extra',
+      'proxy.extra',
+      'network.private_hosts[0]',
+      'unknown_field',
+    ];
+    assert.deepEqual(fields(p), [...want].sort(), JSON.stringify(p, null, 1));
+    assert.equal(p.length, want.length, `one problem per rule: ${JSON.stringify(p, null, 1)}`);
+  });
+
+  test('the same problem is never reported twice', () => {
+    const p = check({ tags: { 'a!': '#', 'b!': '#' } });
+    const keys = p.map((x) => `${x.field}|${x.message}`);
+    assert.equal(new Set(keys).size, keys.length);
+    assert.deepEqual(fields(p), ['tags.a!', 'tags.b!']);
+  });
+
+  test('invalidInput turns problems into one invalid_input detail each', () => {
+    const p = check({ timeout_seconds: 1, region: 'x' });
+    const err = invalidInput(p);
+    assert.equal(err.status, 400);
+    const body = err.toBody();
+    assert.equal(body.code, 'bad_request');
+    assert.equal(body.details!.length, 2);
+    for (const d of body.details!) assert.equal(d.code, 'invalid_input');
+    assert.ok(body.details!.some((d) => d.message.startsWith('timeout_seconds: ')));
+    assert.ok(body.details!.some((d) => d.message.startsWith('region: ')));
+    assert.match(body.message, /2 fields are invalid/);
+    const single = invalidInput([{ field: 'name', message: 'bad' }]).toBody();
+    assert.equal(single.message, 'invalid request: name: bad');
+  });
+});
+
+describe('update request schema', () => {
+  const v = compile(BrowserUpdateRequest, 'body', '/browsers/:id_or_name', 'PATCH');
+  test('name null clears, empty name allowed, bad characters rejected', () => {
+    assert.equal(v({ name: null }), true);
+    assert.equal(v({ name: '' }), true);
+    assert.equal(v({ name: 'ok-name' }), true);
+    assert.equal(v({ name: 'bad name' }), false);
+    assert.deepEqual(fields(problemsFromAjv(v.errors as ErrorObject[], 'body')), ['name']);
+  });
+  test('tags follow the same rules as on create', () => {
+    assert.equal(v({ tags: { k: '' } }), true);
+    assert.equal(v({ tags: null }), true);
+    assert.equal(v({ tags: objOf(51, (i) => [`k${i}`, 'v']) }), false);
+    assert.equal(v({ tags: { 'k!': 'v' } }), false);
+  });
+  test('fields that cannot change after creation are unknown here', () => {
+    assert.equal(v({ region: 'eu-west' }), false);
+    assert.deepEqual(fields(problemsFromAjv(v.errors as ErrorObject[], 'body')), ['region']);
+  });
+});
+
+describe('query strings', () => {
+  const v = compile(BrowserListQuery, 'querystring', '/browsers', 'GET');
+  test('text is coerced and defaults are applied', () => {
+    const q: Record<string, unknown> = { limit: '5', offset: '10', include_deleted: 'true' };
+    assert.equal(v(q), true);
+    assert.deepEqual(q, { limit: 5, offset: 10, include_deleted: true });
+    const empty: Record<string, unknown> = {};
+    assert.equal(v(empty), true);
+    assert.deepEqual(empty, { offset: 0, limit: 20 });
+  });
+  test('problems are prefixed with "query."', () => {
+    assert.equal(v({ limit: '0', offset: '-1', status: 'gone' }), false);
+    assert.deepEqual(fields(problemsFromAjv(v.errors as ErrorObject[], 'querystring')), ['query.limit', 'query.offset', 'query.status']);
+    assert.equal(v({ limit: '101' }), false);
+    assert.deepEqual(fields(problemsFromAjv(v.errors as ErrorObject[], 'querystring')), ['query.limit']);
+  });
+});
+
+describe('fieldPath', () => {
+  test('JSON pointer segments become dotted paths with [i] for indices', () => {
+    assert.equal(fieldPath(['extensions', '0', 'name']), 'extensions[0].name');
+    assert.equal(fieldPath(['viewport', 'width']), 'viewport.width');
+    assert.equal(fieldPath(['network', 'private_hosts', '31']), 'network.private_hosts[31]');
+    assert.equal(fieldPath([]), '');
+  });
+  test('escaped pointer characters in keys are decoded', () => {
+    // `a/b` travels as `/tags/a~1b` in Ajv's instancePath
+    const p = check({ tags: { 'a/b': 'x#' } });
+    assert.deepEqual(fields(p), ['tags.a/b']);
+  });
+});
