@@ -81,6 +81,20 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
     bodyLimit: 1024 * 1024,
     disableRequestLogging: false,
     routerOptions: { maxParamLength: 512 },
+    // A path that is not valid percent-encoding never reaches a route or the error handler.
+    frameworkErrors: (err, _req, reply) => {
+      void reply.code(400).type('application/json').send({ code: 'bad_request', message: err.message });
+    },
+    // Requests too broken for the router (oversized headers, garbage request line) still get the Error body.
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      const overflow = err.code === 'HPE_HEADER_OVERFLOW';
+      const status = overflow ? 431 : 400;
+      const body = JSON.stringify({ code: overflow ? 'headers_too_large' : 'bad_request', message: overflow ? 'request headers are too large' : 'malformed HTTP request' });
+      if (socket.writable) {
+        socket.end(`HTTP/1.1 ${status} ${overflow ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      }
+      socket.destroy();
+    },
   });
   app.setValidatorCompiler(validatorCompiler);
   // Empty JSON bodies (DELETE with a content type, POST with nothing) read as "no body".
