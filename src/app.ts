@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import swagger from '@fastify/swagger';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
 import { Accounts } from './accounts/accounts.js';
 import { browserRoutes } from './api/browsers.js';
@@ -83,7 +83,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
     routerOptions: { maxParamLength: 512 },
     // A path that is not valid percent-encoding never reaches a route or the error handler.
     frameworkErrors: (err, _req, reply) => {
-      void reply.code(400).type('application/json').send({ code: 'bad_request', message: err.message });
+      void (reply as unknown as FastifyReply).code(400).type('application/json').send({ code: 'bad_request', message: err.message });
     },
     // Requests too broken for the router (oversized headers, garbage request line) still get the Error body.
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
