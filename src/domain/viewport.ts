@@ -14,7 +14,7 @@ export const DEFAULT_VIEWPORT: ResolvedViewport = { width: 1920, height: 1080, r
 export function defaultRefreshRate(width: number, height: number): number {
   const pixels = width * height;
   if (pixels > 1920 * 1200) return 10;
-  if (pixels > 1280 * 1024) return 25;
+  if (pixels >= 1440 * 900) return 25;
   return 60;
 }
 
