@@ -108,7 +108,8 @@ export const BrowserUpdateRequest = Type.Object(
 export type BrowserUpdateRequest = Static<typeof BrowserUpdateRequest>;
 
 export const BrowserListQuery = Type.Object({
-  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+  // Bounded so the store never sees an offset beyond a 64-bit integer (SQLite: "datatype mismatch", a 500).
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, default: 0 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
   status: Type.Optional(StringEnum(['active', 'deleted', 'all'] as const)),
   include_deleted: Type.Optional(Type.Boolean()),
