@@ -6,7 +6,8 @@ import type { FastifySchemaCompiler } from 'fastify';
  * removed fields, every error reported); query strings and path parameters arrive as
  * text and are coerced to the schema's types.
  */
-const common = { allErrors: true, strict: false, removeAdditional: false } as const;
+// strictNumbers: strict=false would otherwise let NaN/Infinity (JSON 1e400) pass as numbers and integers.
+const common = { allErrors: true, strict: false, strictNumbers: true, removeAdditional: false } as const;
 const bodyAjv = new Ajv({ ...common, coerceTypes: false, useDefaults: false });
 const textAjv = new Ajv({ ...common, coerceTypes: 'array', useDefaults: true });
 
