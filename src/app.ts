@@ -103,6 +103,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
     if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
     jsonParser(req, body as string, done);
   });
+  // Bodies are JSON only: a text/plain body is 415, not a string that fails validation as 400.
+  app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
   await app.register(swagger, {
     openapi: {
