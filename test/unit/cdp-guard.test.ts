@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { BLOCKED_CDP_METHODS, mightBeRefused, refusalReply, refusedCommand } from '../../src/gateway/cdp-guard.js';
+
+const BLOCKED = ['Extensions.loadUnpacked', 'Extensions.uninstall', 'Browser.crash', 'Browser.crashGpuProcess', 'Target.setRemoteLocations'];
+
+describe('blocked CDP methods', () => {
+  test('the list is the documented one', () => {
+    assert.deepEqual([...BLOCKED_CDP_METHODS].sort(), [...BLOCKED].sort());
+  });
+
+  for (const method of BLOCKED) {
+    test(`${method} without sessionId is refused; the reply keeps the id`, () => {
+      const frame = JSON.stringify({ id: 41, method, params: { path: '/etc' } });
+      const r = refusedCommand(frame);
+      assert.deepEqual(r, { id: 41, method });
+      const reply = JSON.parse(refusalReply(r!)) as Record<string, unknown>;
+      assert.deepEqual(reply, { id: 41, error: { code: -32000, message: `${method} is not allowed through browserd` } });
+      assert.ok(!('sessionId' in reply));
+      assert.ok(!('result' in reply));
+    });
+    test(`${method} with a sessionId is refused; the reply keeps id and sessionId`, () => {
+      const frame = JSON.stringify({ id: 7, sessionId: 'ABCDEF0123', method, params: {} });
+      const r = refusedCommand(frame);
+      assert.deepEqual(r, { id: 7, sessionId: 'ABCDEF0123', method });
+      const reply = JSON.parse(refusalReply(r!)) as Record<string, unknown>;
+      assert.deepEqual(reply, { id: 7, sessionId: 'ABCDEF0123', error: { code: -32000, message: `${method} is not allowed through browserd` } });
+    });
+  }
+
+  test('whitespace and key order in the frame do not let a blocked method through', () => {
+    const frame = '{ "params" : {"path":"/x"}, "sessionId":"S1",\n "method" : "Extensions.loadUnpacked", "id" : 3 }';
+    assert.deepEqual(refusedCommand(frame), { id: 3, sessionId: 'S1', method: 'Extensions.loadUnpacked' });
+  });
+  test('a blocked method given as a Buffer frame is spotted by the pre-check', () => {
+    assert.equal(mightBeRefused(Buffer.from(JSON.stringify({ id: 1, method: 'Browser.crash' }))), true);
+  });
+});
+
+describe('ordinary frames are relayed', () => {
+  const ordinary = [
+    { id: 1, method: 'Page.navigate', params: { url: 'https://example.com' } },
+    { id: 2, sessionId: 'S', method: 'Runtime.evaluate', params: { expression: 'console.log("hi")' } },
+    { id: 3, method: 'Target.getTargets' },
+    { id: 4, method: 'Browser.getVersion' },
+    { id: 5, method: 'Target.setDiscoverTargets', params: { discover: true } },
+    { id: 6, method: 'Browser.close' },
+  ];
+  for (const msg of ordinary) {
+    test(msg.method, () => {
+      const frame = JSON.stringify(msg);
+      assert.equal(refusedCommand(frame), null);
+      assert.equal(mightBeRefused(frame), false);
+    });
+  }
+  test('an expression that merely mentions a blocked method is relayed', () => {
+    const frame = JSON.stringify({
+      id: 9,
+      sessionId: 'S',
+      method: 'Runtime.evaluate',
+      params: { expression: 'const m = "Extensions.loadUnpacked"; m.length' },
+    });
+    assert.equal(refusedCommand(frame), null);
+    const unquoted = JSON.stringify({ id: 11, method: 'Runtime.evaluate', params: { expression: 'chrome.Extensions.loadUnpacked' } });
+    assert.equal(refusedCommand(unquoted), null);
+  });
+  test('a blocked name inside params.method (not the command) is relayed', () => {
+    const frame = JSON.stringify({ id: 10, method: 'Page.addScriptToEvaluateOnNewDocument', params: { method: 'Browser.crash' } });
+    // The cheap pre-check sees the quoted name; the parsed method decides.
+    assert.equal(mightBeRefused(frame), true);
+    assert.equal(refusedCommand(frame), null);
+  });
+  test('method names are matched exactly, not by prefix or case', () => {
+    for (const method of ['Browser.crashX', 'browser.crash', 'Extensions.loadUnpacked2', 'Extensions']) {
+      assert.equal(refusedCommand(JSON.stringify({ id: 1, method })), null, method);
+    }
+  });
+  test('an event or a response from the browser is not a command to refuse', () => {
+    assert.equal(refusedCommand(JSON.stringify({ id: 1, result: { note: '"Browser.crash"' } })), null);
+  });
+  test('a frame that is not JSON is relayed unchanged (the browser answers it)', () => {
+    assert.equal(refusedCommand('{"method":"Browser.crash", broken'), null);
+    assert.equal(refusedCommand('hello'), null);
+  });
+});
+
+describe('refusal without a numeric id', () => {
+  test('a missing id is answered with id 0', () => {
+    assert.deepEqual(refusedCommand(JSON.stringify({ method: 'Browser.crash' })), { id: 0, method: 'Browser.crash' });
+  });
+  test('a non-string sessionId is dropped from the reply', () => {
+    const r = refusedCommand(JSON.stringify({ id: 2, sessionId: 5, method: 'Browser.crash' }));
+    assert.deepEqual(r, { id: 2, method: 'Browser.crash' });
+    assert.ok(!('sessionId' in (JSON.parse(refusalReply(r!)) as object)));
+  });
+});
