@@ -13,9 +13,13 @@ export const BLOCKED_CDP_METHODS = new Set([
 
 const QUICK = [...BLOCKED_CDP_METHODS].map((m) => `"${m}"`);
 
-/** Cheap pre-check on the raw frame: false means the frame is certainly relayed unchanged. */
+/**
+ * Cheap pre-check on the raw frame: false means the frame is certainly relayed unchanged.
+ * A JSON `\u` escape can spell a refused name in other bytes (Chromium decodes it), so a
+ * frame holding one is always parsed.
+ */
 export function mightBeRefused(frame: Buffer | string): boolean {
-  return QUICK.some((q) => frame.includes(q));
+  return frame.includes('\\u') || QUICK.some((q) => frame.includes(q));
 }
 
 export interface CdpRefusal {
