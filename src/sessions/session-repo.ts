@@ -110,8 +110,9 @@ export class SessionRepo {
       );
     }
     if (f.query) {
-      const like = `%${f.query.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      q = q.where((eb) => eb.or([eb('id', '=', f.query!), sql<boolean>`${eb.ref('name')} LIKE ${like} ESCAPE '\\'`]));
+      // LOWER on both sides: SQLite's LIKE ignores ASCII case, PostgreSQL's does not; both stores must answer alike.
+      const like = `%${f.query.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      q = q.where((eb) => eb.or([eb('id', '=', f.query!), sql<boolean>`LOWER(${eb.ref('name')}) LIKE ${like} ESCAPE '\\'`]));
     }
     const rows = await q.orderBy('created_at', 'desc').orderBy('id', 'desc').offset(f.offset).limit(f.limit + 1).execute();
     return { items: rows.slice(0, f.limit).map(fromRow), hasMore: rows.length > f.limit };
