@@ -32,6 +32,20 @@ describe('blocked CDP methods', () => {
     const frame = '{ "params" : {"path":"/x"}, "sessionId":"S1",\n "method" : "Extensions.loadUnpacked", "id" : 3 }';
     assert.deepEqual(refusedCommand(frame), { id: 3, sessionId: 'S1', method: 'Extensions.loadUnpacked' });
   });
+  test('a blocked method spelled with JSON \\u escapes is still refused (Chromium would decode it)', () => {
+    const frames = [
+      '{"id":12,"method":"Extensions.loadUnpacke\\u0064","params":{"path":"/tmp/x"}}',
+      '{"id":13,"sessionId":"S2","method":"\\u0042rowser.crash"}',
+      '{"id":14,"method":"Target.setRemoteLocation\\u0073","params":{"locations":[]}}',
+    ];
+    assert.deepEqual(refusedCommand(frames[0]!), { id: 12, method: 'Extensions.loadUnpacked' });
+    assert.deepEqual(refusedCommand(frames[1]!), { id: 13, sessionId: 'S2', method: 'Browser.crash' });
+    assert.deepEqual(refusedCommand(frames[2]!), { id: 14, method: 'Target.setRemoteLocations' });
+    for (const f of frames) assert.equal(mightBeRefused(f), true);
+  });
+  test('an ordinary frame with \\u escapes is relayed', () => {
+    assert.equal(refusedCommand('{"id":15,"method":"Runtime.evaluate","params":{"expression":"\\u0031+1"}}'), null);
+  });
   test('a blocked method given as a Buffer frame is spotted by the pre-check', () => {
     assert.equal(mightBeRefused(Buffer.from(JSON.stringify({ id: 1, method: 'Browser.crash' }))), true);
   });
