@@ -17,6 +17,8 @@ import { installErrorHandling } from './http/error-handler.js';
 import { installRateLimit } from './http/rate-limit.js';
 import { validatorCompiler } from './http/validation.js';
 import { BrowserRuntime } from './runtime/browser-runtime.js';
+import { MemoryCgroups } from './runtime/memory-cgroup.js';
+import { PolicySchemaSource } from './runtime/policy-schema.js';
 import { resolveSandboxUser } from './runtime/sandbox-user.js';
 import { SessionRepo } from './sessions/session-repo.js';
 import { SessionService } from './sessions/session-service.js';
@@ -70,9 +72,12 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const generatedApiKey = await bootstrapKeys(accounts, cfg);
   const nodeId = loadNodeId(cfg);
   const tokens = await SessionTokens.load(store.db);
-  const runtime = new BrowserRuntime({ chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, user: resolveSandboxUser(cfg.sessionUser), log });
+  const cgroups = MemoryCgroups.detect(nodeId);
+  if (!cgroups) log.warn('memory cgroups are not available (not root, or no memory controller): session memory limits are not enforced');
+  const runtime = new BrowserRuntime({ chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, user: resolveSandboxUser(cfg.sessionUser), cgroups, log });
   runtime.prepare();
-  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, config: cfg, nodeId, log });
+  const policySchema = new PolicySchemaSource({ runtime, chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, log });
+  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null });
   const reconciled = await sessions.reconcile();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 
@@ -154,6 +159,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
         gateway.close();
         await app.close();
         await sessions.shutdown();
+        runtime.close();
         await store.close();
       })();
       return stopping;

@@ -16,19 +16,22 @@ export interface ResolvedCreate {
   stealth: boolean;
   gpu: boolean;
   kioskMode: boolean;
-  memory: '8GiB' | '16GiB';
+  memory: MemorySize;
   region: Region;
   timeoutSeconds: number;
   invocationId: string | null;
   startUrl: string | null;
   tags: Record<string, string>;
   viewport: ResolvedViewport;
+  chromePolicy: Record<string, unknown> | null;
+  /** The memory limit the session runs with, in bytes (see resolveMemory). */
+  memoryBytes: number;
 }
 
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 /** Parts of the contract this build does not carry out yet; refused rather than silently ignored. */
-const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['extensions', 'profile', 'proxy', 'proxy_id', 'vaults', 'network', 'chrome_policy'];
+const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['extensions', 'profile', 'proxy', 'proxy_id', 'vaults', 'network'];
 
 function exactlyOne(obj: Record<string, unknown>, keys: string[], field: string, out: Problem[]): void {
   const given = keys.filter((k) => obj[k] !== undefined);
@@ -84,14 +87,35 @@ export function checkPlanGates(req: BrowserCreateRequest, plan: Plan): string | 
   return null;
 }
 
+/** Memory sizes of the Browser response. */
+export type MemorySize = '1GiB' | '2GiB' | '6GiB' | '8GiB' | '16GiB';
+const GIB = 1024 ** 3;
+export const HEADLESS_MEMORY: MemorySize = '2GiB';
+export const GPU_MEMORY: MemorySize = '16GiB';
+
+/**
+ * The memory a session gets and reports. The request's `memory` applies to headful,
+ * non-GPU sessions (default 8GiB). Headless sessions run with a fixed 2GiB and GPU
+ * sessions with a fixed 16GiB, whatever was asked, and report that.
+ */
+export function resolveMemory(headless: boolean, gpu: boolean, requested: '8GiB' | '16GiB' | undefined): { memory: MemorySize; bytes: number } {
+  const memory: MemorySize = headless ? HEADLESS_MEMORY : gpu ? GPU_MEMORY : (requested ?? '8GiB');
+  return { memory, bytes: Number.parseInt(memory, 10) * GIB };
+}
+
 export function resolveCreate(req: BrowserCreateRequest): ResolvedCreate {
+  const headless = req.headless ?? false;
+  const gpu = req.gpu ?? false;
+  const mem = resolveMemory(headless, gpu, req.memory);
   return {
     name: req.name ?? null,
-    headless: req.headless ?? false,
+    headless,
     stealth: req.stealth ?? false,
-    gpu: req.gpu ?? false,
+    gpu,
     kioskMode: req.kiosk_mode ?? false,
-    memory: req.memory ?? '8GiB',
+    memory: mem.memory,
+    memoryBytes: mem.bytes,
+    chromePolicy: req.chrome_policy ?? null,
     region: req.region ?? 'us-east',
     timeoutSeconds: req.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
     invocationId: req.invocation_id ?? null,

@@ -1,11 +1,14 @@
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { chromiumArgs } from './chromium-args.js';
 import { ensureX11SocketDir, removeStaleDisplayLocks, startDisplay, type DisplayHandle } from './display.js';
+import { SYSTEM_POLICY_DIR, wrapLaunch } from './launch-wrapper.js';
+import type { MemoryCgroups } from './memory-cgroup.js';
 import { belongsTo, isAlive, listMarkedProcesses, signal, terminateGroup, waitForExit } from './processes.js';
-import { dropPrivilegesArgv, type SandboxUser } from './sandbox-user.js';
+import type { SandboxUser } from './sandbox-user.js';
 import { sessionEnv } from './session-env.js';
 
 export interface LaunchSpec {
@@ -15,6 +18,10 @@ export interface LaunchSpec {
   width: number;
   height: number;
   startUrl: string | null;
+  /** Enterprise policies for this session only (validated by the caller). */
+  chromePolicy: Record<string, unknown> | null;
+  /** Memory limit for all the session's processes together; null: not limited. */
+  memoryBytes: number | null;
 }
 
 /** Everything needed to find a session's processes again, also after a server restart (stored as JSON). */
@@ -41,11 +48,19 @@ export interface BrowserVersion {
  */
 export class BrowserRuntime {
   readonly runtimeDir: string;
+  /**
+   * Parent of the sessions' TMPDIRs. Kept short and out of the data dir on purpose:
+   * Chromium puts a Unix socket in its temp dir, and socket paths are limited to 108
+   * bytes, which a long data dir path would exceed. Named after this node's runtime dir
+   * so several nodes on one machine never touch each other's.
+   */
+  readonly tmpRoot: string;
 
   constructor(
-    private readonly opts: { chromiumPath: string; dataDir: string; user: SandboxUser | null; log: Logger },
+    private readonly opts: { chromiumPath: string; dataDir: string; user: SandboxUser | null; cgroups: MemoryCgroups | null; log: Logger },
   ) {
     this.runtimeDir = path.join(opts.dataDir, 'runtime');
+    this.tmpRoot = path.join('/tmp', `browserd-${crypto.createHash('sha256').update(this.runtimeDir).digest('hex').slice(0, 10)}`);
   }
 
   /** Makes the runtime directory, traversable (not listable) by the sandbox user. */
@@ -53,7 +68,11 @@ export class BrowserRuntime {
     fs.mkdirSync(this.runtimeDir, { recursive: true });
     fs.chmodSync(this.opts.dataDir, 0o711);
     fs.chmodSync(this.runtimeDir, 0o711);
+    fs.mkdirSync(this.tmpRoot, { recursive: true });
+    fs.chmodSync(this.tmpRoot, 0o711);
     ensureX11SocketDir();
+    // Each session binds its own policy directory over this one in its mount namespace.
+    if (this.opts.user) fs.mkdirSync(SYSTEM_POLICY_DIR, { recursive: true });
     if (this.opts.user) {
       // The session user must be able to walk down to its session directory.
       for (let dir = path.dirname(this.opts.dataDir); dir !== path.dirname(dir); dir = path.dirname(dir)) {
@@ -64,47 +83,68 @@ export class BrowserRuntime {
     }
   }
 
+  /** True when each session gets its own /etc/chromium/policies (needs root for the mount namespace). */
+  get isolatesPolicies(): boolean {
+    return this.opts.user !== null;
+  }
+
   sessionDir(sessionId: string): string {
     return path.join(this.runtimeDir, sessionId);
   }
 
+  private tmpDir(sessionId: string): string {
+    return path.join(this.tmpRoot, sessionId);
+  }
+
+  private removeFiles(sessionId: string): void {
+    fs.rmSync(this.sessionDir(sessionId), { recursive: true, force: true });
+    fs.rmSync(this.tmpDir(sessionId), { recursive: true, force: true });
+  }
+
   async launch(spec: LaunchSpec): Promise<RuntimeHandle> {
     const dir = this.sessionDir(spec.sessionId);
-    fs.rmSync(dir, { recursive: true, force: true });
-    for (const sub of ['', 'tmp', 'config', 'cache', 'profile']) {
-      fs.mkdirSync(path.join(dir, sub), { recursive: true, mode: 0o700 });
-      if (this.opts.user) fs.chownSync(path.join(dir, sub), this.opts.user.uid, this.opts.user.gid);
+    const tmpDir = this.tmpDir(spec.sessionId);
+    this.removeFiles(spec.sessionId);
+    for (const d of [dir, ...['config', 'cache', 'profile'].map((sub) => path.join(dir, sub)), tmpDir]) {
+      fs.mkdirSync(d, { recursive: true, mode: 0o700 });
+      if (this.opts.user) fs.chownSync(d, this.opts.user.uid, this.opts.user.gid);
     }
     let display: DisplayHandle | null = null;
     let chromiumPid: number | undefined;
     try {
+      const cgroupProcs = this.opts.cgroups && spec.memoryBytes ? this.opts.cgroups.create(spec.sessionId, spec.memoryBytes) : null;
+      const policyDir = this.writePolicies(dir, spec.chromePolicy);
+      const user = this.opts.user;
       if (!spec.headless) {
         display = await startDisplay({
           runtimeDir: this.runtimeDir,
           sessionId: spec.sessionId,
           sessionDir: dir,
+          tmpDir,
           width: spec.width,
           height: spec.height,
-          user: this.opts.user,
+          wrap: (program) => wrapLaunch(program, { user, cgroupProcs, policyDir: null }),
         });
       }
-      const argv = [
-        ...dropPrivilegesArgv(this.opts.user),
-        this.opts.chromiumPath,
-        ...chromiumArgs({
-          userDataDir: path.join(dir, 'profile'),
-          headless: spec.headless,
-          kioskMode: spec.kioskMode,
-          width: spec.width,
-          height: spec.height,
-          startUrl: spec.startUrl,
-        }),
-      ];
+      const argv = wrapLaunch(
+        [
+          this.opts.chromiumPath,
+          ...chromiumArgs({
+            userDataDir: path.join(dir, 'profile'),
+            headless: spec.headless,
+            kioskMode: spec.kioskMode,
+            width: spec.width,
+            height: spec.height,
+            startUrl: spec.startUrl,
+          }),
+        ],
+        { user, cgroupProcs, policyDir },
+      );
       const logPath = path.join(dir, 'chromium.log');
       const log = fs.openSync(logPath, 'a');
       const child = spawn(argv[0]!, argv.slice(1), {
         detached: true,
-        env: sessionEnv({ runtimeDir: this.runtimeDir, sessionId: spec.sessionId, sessionDir: dir, display: display?.number }),
+        env: sessionEnv({ runtimeDir: this.runtimeDir, sessionId: spec.sessionId, sessionDir: dir, tmpDir, display: display?.number }),
         stdio: ['ignore', log, log],
       });
       fs.closeSync(log);
@@ -118,9 +158,25 @@ export class BrowserRuntime {
       if (chromiumPid) await terminateGroup(chromiumPid, 1000);
       if (display) await terminateGroup(display.pid, 1000);
       await this.killLeftovers(spec.sessionId);
-      fs.rmSync(dir, { recursive: true, force: true });
+      this.opts.cgroups?.remove(spec.sessionId);
+      this.removeFiles(spec.sessionId);
       throw err;
     }
+  }
+
+  /**
+   * The session's own /etc/chromium/policies, bound over the system one in its mount
+   * namespace (root only). Root-owned and read-only for the session user. Every session
+   * gets one, empty or not, so no session sees another's policies or the host's.
+   */
+  private writePolicies(dir: string, policy: Record<string, unknown> | null): string | null {
+    if (!this.opts.user) return null;
+    const managed = path.join(dir, 'policies', 'managed');
+    fs.mkdirSync(managed, { recursive: true, mode: 0o755 });
+    fs.chmodSync(path.join(dir, 'policies'), 0o755);
+    fs.chmodSync(managed, 0o755);
+    fs.writeFileSync(path.join(managed, 'browserd.json'), JSON.stringify(policy ?? {}), { mode: 0o644 });
+    return path.join(dir, 'policies');
   }
 
   /** Chromium writes its port and browser target path to DevToolsActivePort once it listens. */
@@ -176,7 +232,17 @@ export class BrowserRuntime {
     }
     await this.killLeftovers(sessionId);
     this.removeStaleLocks();
-    fs.rmSync(this.sessionDir(sessionId), { recursive: true, force: true });
+    this.opts.cgroups?.remove(sessionId);
+    this.removeFiles(sessionId);
+  }
+
+  /** At server stop: removes the temp root when no session (re-adoptable after a crash) uses it. */
+  close(): void {
+    try {
+      fs.rmdirSync(this.tmpRoot);
+    } catch {
+      /* sessions still use it, or already gone */
+    }
   }
 
   private removeStaleLocks(): void {
@@ -202,12 +268,14 @@ export class BrowserRuntime {
       3000,
     );
     this.removeStaleLocks();
+    this.opts.cgroups?.sweep(keep);
     let dirs = 0;
-    if (fs.existsSync(this.runtimeDir)) {
-      for (const name of fs.readdirSync(this.runtimeDir)) {
+    for (const root of [this.runtimeDir, this.tmpRoot]) {
+      if (!fs.existsSync(root)) continue;
+      for (const name of fs.readdirSync(root)) {
         if (keep.has(name)) continue;
-        fs.rmSync(path.join(this.runtimeDir, name), { recursive: true, force: true });
-        dirs++;
+        fs.rmSync(path.join(root, name), { recursive: true, force: true });
+        if (root === this.runtimeDir) dirs++;
       }
     }
     return { processes: stray.length, dirs };

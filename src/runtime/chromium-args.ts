@@ -31,7 +31,9 @@ export function chromiumArgs(o: ChromiumLaunchOptions): string[] {
     `--window-size=${o.width},${o.height}`,
     '--window-position=0,0',
   ];
-  if (o.headless) args.push('--headless');
+  // The viewport is the screen: Xvfb's size for headful sessions, this flag for headless ones
+  // (new headless otherwise reports an 800x600 screen).
+  if (o.headless) args.push('--headless', `--screen-info={${o.width}x${o.height}}`);
   else if (o.kioskMode) args.push('--kiosk');
   // "--" ends switch parsing, so a URL can never be read as a flag.
   args.push('--', o.startUrl ?? 'about:blank');

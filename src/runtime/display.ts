@@ -1,7 +1,6 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { dropPrivilegesArgv, type SandboxUser } from './sandbox-user.js';
 import { sessionEnv } from './session-env.js';
 import { isAlive, terminateGroup } from './processes.js';
 
@@ -19,13 +18,14 @@ export async function startDisplay(opts: {
   runtimeDir: string;
   sessionId: string;
   sessionDir: string;
+  tmpDir: string;
   width: number;
   height: number;
-  user: SandboxUser | null;
+  /** Turns the Xvfb command into the command to spawn (privilege drop, cgroup). */
+  wrap: (program: string[]) => string[];
 }): Promise<DisplayHandle> {
   const log = fs.openSync(path.join(opts.sessionDir, 'xvfb.log'), 'a');
-  const argv = [
-    ...dropPrivilegesArgv(opts.user),
+  const argv = opts.wrap([
     'Xvfb',
     '-displayfd',
     '3',
@@ -37,10 +37,10 @@ export async function startDisplay(opts: {
     '-extension',
     'GLX',
     '-nocursor',
-  ];
+  ]);
   const child = spawn(argv[0]!, argv.slice(1), {
     detached: true,
-    env: sessionEnv(opts),
+    env: sessionEnv({ runtimeDir: opts.runtimeDir, sessionId: opts.sessionId, sessionDir: opts.sessionDir, tmpDir: opts.tmpDir }),
     stdio: ['ignore', log, log, 'pipe'],
   });
   fs.closeSync(log);

@@ -32,6 +32,7 @@ export function browserView(s: SessionRecord, urls: SessionUrls, nowMs = Date.no
   if (s.name !== null) body.name = s.name;
   if (Object.keys(s.tags).length) body.tags = s.tags;
   if (s.startUrl !== null) body.start_url = s.startUrl;
+  if (s.config.chromePolicy) body.chrome_policy = s.config.chromePolicy;
   if (s.invocationId !== null) body.invocation_id = s.invocationId;
   if (s.deletedAt) {
     body.deleted_at = s.deletedAt;

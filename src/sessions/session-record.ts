@@ -5,6 +5,8 @@ import type { BrowserSessionsTable } from '../store/schema.js';
 /** Launch configuration kept with the session (JSON column `config`). */
 export interface SessionConfig {
   viewport: ResolvedViewport;
+  /** Policies applied to this session, echoed back; absent when none were given. */
+  chromePolicy?: Record<string, unknown>;
 }
 
 /** A session row with its JSON columns parsed and booleans restored. */

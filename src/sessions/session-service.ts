@@ -3,6 +3,8 @@ import type { Principal } from '../accounts/accounts.js';
 import type { Config } from '../config.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
 import { checkCreateRules, checkPlanGates, resolveCreate } from '../domain/browser-rules.js';
+import { checkChromePolicy } from '../domain/chrome-policy.js';
+import type { PolicySchemaSource } from '../runtime/policy-schema.js';
 import { newId, nowIso } from '../domain/ids.js';
 import type { Channel, SessionTokens } from '../gateway/tokens.js';
 import { CapacityExhausted, Conflict, Forbidden, InternalError, NotFound, invalidInput } from '../http/errors.js';
@@ -43,7 +45,10 @@ export class SessionService {
       repo: SessionRepo;
       runtime: BrowserRuntime;
       tokens: SessionTokens;
+      policySchema: PolicySchemaSource;
       config: Config;
+      /** Whether memory limits are enforced (cgroups available). */
+      memoryEnforced: boolean;
       nodeId: string;
       log: Logger;
     },
@@ -63,6 +68,13 @@ export class SessionService {
 
   async create(p: Principal, req: BrowserCreateRequest): Promise<Record<string, unknown>> {
     const problems = checkCreateRules(req);
+    if (req.chrome_policy && Object.keys(req.chrome_policy).length) {
+      if (!this.deps.runtime.isolatesPolicies) {
+        problems.push({ field: 'chrome_policy', message: 'per-session policies need browserd to run as root (each session gets its own mount namespace)' });
+      } else {
+        problems.push(...checkChromePolicy(req.chrome_policy, await this.policySchema()));
+      }
+    }
     if (problems.length) throw invalidInput(problems);
     const gate = checkPlanGates(req, p.organization.plan);
     if (gate) throw new Forbidden(gate, 'plan_required');
@@ -90,7 +102,7 @@ export class SessionService {
       invocationId: r.invocationId,
       startUrl: r.startUrl,
       tags: r.tags,
-      config: { viewport: r.viewport },
+      config: { viewport: r.viewport, ...(r.chromePolicy ? { chromePolicy: r.chromePolicy } : {}) },
       runtime: null,
       createdAt: now,
       lastActiveAt: now,
@@ -113,6 +125,8 @@ export class SessionService {
           width: r.viewport.width,
           height: r.viewport.height,
           startUrl: r.startUrl,
+          chromePolicy: r.chromePolicy,
+          memoryBytes: this.deps.memoryEnforced ? r.memoryBytes : null,
         });
       } catch (err) {
         this.deps.log.error({ session_id: record.id, err: String(err) }, 'browser launch failed');
@@ -294,6 +308,15 @@ export class SessionService {
   }
 
   // ---- helpers --------------------------------------------------------------------
+
+  private async policySchema() {
+    try {
+      return await this.deps.policySchema.get();
+    } catch (err) {
+      this.deps.log.error({ err: String(err) }, 'could not read the Chromium policy schema');
+      throw new InternalError('could not read the installed Chromium policy schema to check chrome_policy', 'policy_schema_unavailable');
+    }
+  }
 
   private async mustFind(p: Principal, idOrName: string, includeDeleted: boolean): Promise<SessionRecord> {
     const s = await this.deps.repo.find(p.projectId, idOrName, includeDeleted);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { BrowserCreateRequest } from '../../src/domain/browser-request.js';
-import { checkCreateRules, checkPlanGates, checkStartUrl, DEFAULT_TIMEOUT_SECONDS, resolveCreate, type Problem } from '../../src/domain/browser-rules.js';
+import { checkCreateRules, checkPlanGates, checkStartUrl, DEFAULT_TIMEOUT_SECONDS, resolveCreate, resolveMemory, type Problem } from '../../src/domain/browser-rules.js';
 import { PLANS, isPlan } from '../../src/accounts/plans.js';
 
 const NOT_YET = /not supported by this browserd version yet/;
@@ -152,7 +152,6 @@ describe('fields this version refuses (named, not silently ignored)', () => {
     ['proxy_id', { proxy_id: 'p1' }],
     ['vaults', { vaults: [{ id: 'v' }] }],
     ['network', { network: { private_hosts: [] } }],
-    ['chrome_policy', { chrome_policy: { BookmarkBarEnabled: true } }],
   ];
   for (const [field, req] of cases) {
     test(field, () => has(req, field, NOT_YET));
@@ -211,6 +210,22 @@ describe('checkPlanGates', () => {
   }
 });
 
+describe('resolveMemory', () => {
+  test('memory applies to headful non-GPU sessions; headless and GPU sessions have fixed sizes', () => {
+    assert.deepEqual(resolveMemory(false, false, undefined), { memory: '8GiB', bytes: 8 * 1024 ** 3 });
+    assert.deepEqual(resolveMemory(false, false, '8GiB'), { memory: '8GiB', bytes: 8 * 1024 ** 3 });
+    assert.deepEqual(resolveMemory(false, false, '16GiB'), { memory: '16GiB', bytes: 16 * 1024 ** 3 });
+    assert.deepEqual(resolveMemory(true, false, '16GiB'), { memory: '2GiB', bytes: 2 * 1024 ** 3 });
+    assert.deepEqual(resolveMemory(true, false, undefined), { memory: '2GiB', bytes: 2 * 1024 ** 3 });
+    assert.deepEqual(resolveMemory(false, true, '8GiB'), { memory: '16GiB', bytes: 16 * 1024 ** 3 });
+  });
+  test('resolveCreate reports the headless size and keeps chrome_policy', () => {
+    const r = resolveCreate({ headless: true, memory: '16GiB', chrome_policy: { BookmarkBarEnabled: true } });
+    assert.equal(r.memory, '2GiB');
+    assert.deepEqual(r.chromePolicy, { BookmarkBarEnabled: true });
+  });
+});
+
 describe('resolveCreate', () => {
   test('defaults for an empty request', () => {
     assert.deepEqual(resolveCreate({}), {
@@ -226,13 +241,15 @@ describe('resolveCreate', () => {
       startUrl: null,
       tags: {},
       viewport: { width: 1920, height: 1080, refresh_rate: 25 },
+      chromePolicy: null,
+      memoryBytes: 8 * 1024 ** 3,
     });
     assert.equal(DEFAULT_TIMEOUT_SECONDS, 60);
   });
   test('given values are kept', () => {
     const r = resolveCreate({
       name: 'n',
-      headless: true,
+      headless: false,
       kiosk_mode: true,
       memory: '16GiB',
       region: 'ap-southeast',
@@ -243,9 +260,10 @@ describe('resolveCreate', () => {
       viewport: { width: 1280, height: 800 },
     });
     assert.equal(r.name, 'n');
-    assert.equal(r.headless, true);
+    assert.equal(r.headless, false);
     assert.equal(r.kioskMode, true);
     assert.equal(r.memory, '16GiB');
+    assert.equal(r.memoryBytes, 16 * 1024 ** 3);
     assert.equal(r.region, 'ap-southeast');
     assert.equal(r.timeoutSeconds, 10);
     assert.equal(r.invocationId, 'inv');

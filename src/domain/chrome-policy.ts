@@ -1,0 +1,64 @@
+import type { Problem } from './browser-rules.js';
+
+export type PolicyType = 'boolean' | 'integer' | 'string' | 'list' | 'dictionary';
+/** Policy name -> value type, as the installed Chromium describes it. */
+export type PolicySchema = Record<string, PolicyType>;
+
+/**
+ * Policies browserd manages itself: extension installation and settings, proxy settings,
+ * remote debugging, developer tools (which would cut off CDP) and the policy test page we
+ * read the schema from. A session may not override them.
+ */
+const MANAGED_EXACT = new Set([
+  'BlockExternalExtensions',
+  'MandatoryExtensionsForIncognitoNavigation',
+  'CloudExtensionRequestEnabled',
+  'EnableProxyOverrideRulesForAllUsers',
+  'RemoteDebuggingAllowed',
+  'DeveloperToolsAvailability',
+  'DeveloperToolsAvailabilityAllowlist',
+  'DeveloperToolsAvailabilityBlocklist',
+  'DeveloperToolsDisabled',
+  'PolicyTestPageEnabled',
+  'CommandLineFlagSecurityWarningsEnabled',
+]);
+const MANAGED_PREFIXES = ['Extension', 'Proxy'];
+
+export function isServiceManagedPolicy(name: string): boolean {
+  return MANAGED_EXACT.has(name) || MANAGED_PREFIXES.some((p) => name.startsWith(p));
+}
+
+function typeOk(t: PolicyType, v: unknown): boolean {
+  switch (t) {
+    case 'boolean':
+      return typeof v === 'boolean';
+    case 'integer':
+      return typeof v === 'number' && Number.isInteger(v);
+    case 'string':
+      return typeof v === 'string';
+    case 'list':
+      return Array.isArray(v);
+    case 'dictionary':
+      return typeof v === 'object' && v !== null && !Array.isArray(v);
+  }
+}
+
+const TYPE_WORDS: Record<PolicyType, string> = {
+  boolean: 'a boolean',
+  integer: 'an integer',
+  string: 'a string',
+  list: 'a list (JSON array)',
+  dictionary: 'a dictionary (JSON object)',
+};
+
+/** Every problem with a chrome_policy object: blocked, unknown or wrongly typed policies, each named. */
+export function checkChromePolicy(policy: Record<string, unknown>, schema: PolicySchema): Problem[] {
+  const out: Problem[] = [];
+  for (const [name, value] of Object.entries(policy)) {
+    const field = `chrome_policy.${name}`;
+    if (isServiceManagedPolicy(name)) out.push({ field, message: 'is managed by browserd and cannot be set per session' });
+    else if (!Object.hasOwn(schema, name)) out.push({ field, message: 'is not a policy this Chromium knows' });
+    else if (!typeOk(schema[name]!, value)) out.push({ field, message: `must be ${TYPE_WORDS[schema[name]!]}` });
+  }
+  return out;
+}

@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import path from 'node:path';
+
+/**
+ * One memory cgroup per session, so a session's processes together cannot use more than
+ * its `memory`. cgroup v1 (this host) writes memory.limit_in_bytes, v2 memory.max. The
+ * session's first process joins the group before it execs (see launch-wrapper), so every
+ * process it forks is inside. Null when the host does not allow it (not root, no memory
+ * controller): then limits are not enforced, and the caller logs that once.
+ */
+export class MemoryCgroups {
+  private constructor(
+    private readonly root: string,
+    private readonly limitFile: string,
+  ) {}
+
+  static detect(nodeId: string): MemoryCgroups | null {
+    if (process.getuid?.() !== 0) return null;
+    try {
+      const own = fs.readFileSync('/proc/self/cgroup', 'utf8').split('\n');
+      const v1 = own.find((l) => /^\d+:memory:/.test(l));
+      let base: string;
+      let limitFile: string;
+      if (v1 && fs.existsSync('/sys/fs/cgroup/memory/cgroup.procs')) {
+        base = path.join('/sys/fs/cgroup/memory', v1.split(':')[2]!);
+        limitFile = 'memory.limit_in_bytes';
+      } else if (fs.existsSync('/sys/fs/cgroup/cgroup.controllers') && fs.readFileSync('/sys/fs/cgroup/cgroup.controllers', 'utf8').includes('memory')) {
+        const v2 = own.find((l) => l.startsWith('0::'));
+        base = path.join('/sys/fs/cgroup', v2 ? v2.slice(3) : '/');
+        limitFile = 'memory.max';
+      } else return null;
+      const root = path.join(base, `browserd-${nodeId}`);
+      fs.mkdirSync(root, { recursive: true });
+      if (limitFile === 'memory.max') {
+        // v2: the controller must be enabled for the children of our group.
+        fs.writeFileSync(path.join(root, 'cgroup.subtree_control'), '+memory');
+      }
+      return new MemoryCgroups(root, limitFile);
+    } catch {
+      return null;
+    }
+  }
+
+  /** Creates the session's group with its limit; returns the cgroup.procs file a process writes its PID to. */
+  create(sessionId: string, bytes: number): string {
+    const dir = path.join(this.root, sessionId);
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, this.limitFile), String(bytes));
+    return path.join(dir, 'cgroup.procs');
+  }
+
+  limitOf(sessionId: string): number | null {
+    try {
+      return Number(fs.readFileSync(path.join(this.root, sessionId, this.limitFile), 'utf8').trim());
+    } catch {
+      return null;
+    }
+  }
+
+  /** Removes the session's group; its processes must be gone (an empty group can be removed). */
+  remove(sessionId: string): void {
+    try {
+      fs.rmdirSync(path.join(this.root, sessionId));
+    } catch {
+      /* already gone, or a process lingers: the next sweep retries */
+    }
+  }
+
+  /** Removes the groups of sessions not in `keep`. */
+  sweep(keep: Set<string>): void {
+    for (const name of fs.readdirSync(this.root, { withFileTypes: true })) {
+      if (name.isDirectory() && !keep.has(name.name)) this.remove(name.name);
+    }
+  }
+}
+
+export const GiB = 1024 ** 3;
