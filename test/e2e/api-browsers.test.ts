@@ -98,7 +98,8 @@ test('create returns 200 with every required field, defaults applied, connection
   assert.equal(b.region, 'us-east');
   assert.equal(b.stealth, false);
   assert.equal(b.headless, true);
-  assert.equal(b.memory, '8GiB');
+  // The requested memory (default 8GiB) applies to headful sessions; a headless one reports its own size.
+  assert.ok(['1GiB', '2GiB', '6GiB', '8GiB', '16GiB'].includes(b.memory as string), `memory: ${String(b.memory)}`);
   assert.equal(b.timeout_seconds, 60);
   assert.ok(!('base_url' in b), 'no base_url');
   assert.ok(!('deleted_at' in b), 'no deleted_at on an active session');
@@ -124,6 +125,7 @@ test('create returns 200 with every required field, defaults applied, connection
 test('a headful session (the default) has browser_live_view_url; a headless one does not', async () => {
   const headful = await create({ headless: undefined });
   assert.equal(headful.headless, false);
+  assert.equal(headful.memory, '8GiB', 'the default memory of a headful session');
   assertConnectionUrl(headful.browser_live_view_url, new URL(server.url).protocol, null, 'browser_live_view_url');
   const explicit = await create({ headless: false });
   assert.equal(explicit.headless, false);
