@@ -121,7 +121,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   });
   await installRateLimit(app, cfg.rateLimitPerMinute);
   installAuth(app, accounts);
-  app.get('/openapi.json', { config: { auth: false }, schema: { hide: true } }, async () => app.swagger());
+  app.get('/openapi.json', { config: { auth: false }, schema: { summary: 'This OpenAPI document', tags: ['meta'], security: [] } }, async () => app.swagger());
   healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
   browserRoutes(app, sessions);
   cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
@@ -139,8 +139,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
     const now = new Date().toISOString();
     await store.db
       .insertInto('nodes')
-      .values({ id: nodeId, address: defaultPublicUrl(cfg.host, port), region: cfg.region, capacity: cfg.maxSessions, started_at: now, heartbeat_at: now })
-      .onConflict((oc) => oc.column('id').doUpdateSet({ address: defaultPublicUrl(cfg.host, port), region: cfg.region, capacity: cfg.maxSessions, heartbeat_at: now }))
+      .values({ id: nodeId, address: defaultPublicUrl(cfg.host, port), region: cfg.regions.join(','), capacity: cfg.maxSessions, started_at: now, heartbeat_at: now })
+      .onConflict((oc) => oc.column('id').doUpdateSet({ address: defaultPublicUrl(cfg.host, port), region: cfg.regions.join(','), capacity: cfg.maxSessions, heartbeat_at: now }))
       .execute();
   };
   await heartbeat();

@@ -20,6 +20,8 @@ export interface Config {
   chromiumPath: string;
   /** Unprivileged account that runs Chromium and Xvfb when browserd runs as root. */
   sessionUser: string;
+  /** The regions this node serves (BROWSERD_REGION, comma-separated); `region` is the first. */
+  regions: Region[];
   region: Region;
   nodeId: string | null;
   logLevel: string;
@@ -109,8 +111,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const rateLimitPerMinute = intVar(env, 'BROWSERD_RATE_LIMIT', 600, 0, 1_000_000, problems);
   const reaperIntervalMs = intVar(env, 'BROWSERD_REAPER_INTERVAL_MS', 5000, 100, 60_000, problems);
 
-  const region = ((env.BROWSERD_REGION ?? '').trim() || 'us-east') as Region;
-  if (!REGIONS.includes(region)) problems.push(`BROWSERD_REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
+  const regions = ((env.BROWSERD_REGION ?? '').trim() || 'us-east').split(',').map((r) => r.trim()) as Region[];
+  for (const r of regions) if (!REGIONS.includes(r)) problems.push(`BROWSERD_REGION must be one or more (comma-separated) of ${REGIONS.join(', ')}, got "${r}"`);
+  const region = regions[0]!;
 
   const nodeId = (env.BROWSERD_NODE_ID ?? '').trim() || null;
   if (nodeId !== null && !/^[a-z0-9-]{1,63}$/.test(nodeId)) problems.push('BROWSERD_NODE_ID must be 1 to 63 of a-z, 0-9 and -');
@@ -138,6 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     rateLimitPerMinute,
     chromiumPath,
     sessionUser,
+    regions: [...new Set(regions)],
     region,
     nodeId,
     logLevel,

@@ -9,9 +9,10 @@ import {
 import { principalOf } from '../http/auth.js';
 import { setPageHeaders } from '../http/pagination.js';
 import type { SessionService } from '../sessions/session-service.js';
-import { ErrorBodySchema } from './schemas.js';
+import { Type } from '@sinclair/typebox';
+import { BrowserSchema, errorResponses as errors } from './schemas.js';
 
-const errors = { '4xx': ErrorBodySchema, '5xx': ErrorBodySchema };
+const one = { 200: BrowserSchema, ...errors };
 
 /** Tag filters arrive deepObject-style: ?tags[team]=backend&tags[env]=staging. */
 function tagFilter(query: Record<string, unknown>): Record<string, string> {
@@ -27,7 +28,7 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
   app.post<{ Body: BrowserCreateRequest }>(
     '/browsers',
     {
-      schema: { summary: 'Create a browser session', tags: ['browsers'], body: BrowserCreateRequest, response: errors },
+      schema: { summary: 'Create a browser session', tags: ['browsers'], body: BrowserCreateRequest, response: one },
       // All fields are optional: an empty body (no content at all) means {}.
       preValidation: async (req) => {
         if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
@@ -38,7 +39,14 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
 
   app.get<{ Querystring: BrowserListQuery }>(
     '/browsers',
-    { schema: { summary: 'List browser sessions', tags: ['browsers'], querystring: BrowserListQuery, response: errors } },
+    {
+      schema: {
+        summary: 'List browser sessions (headers X-Has-More, X-Next-Offset; filter by tag with tags[key]=value)',
+        tags: ['browsers'],
+        querystring: BrowserListQuery,
+        response: { 200: Type.Array(BrowserSchema), ...errors },
+      },
+    },
     async (req, reply) => {
       const q = req.query;
       const offset = q.offset ?? 0;
@@ -58,14 +66,14 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
 
   app.get<{ Params: { id_or_name: string }; Querystring: { include_deleted?: boolean } }>(
     '/browsers/:id_or_name',
-    { schema: { summary: 'Get a browser session', tags: ['browsers'], params: IdOrNameParams, querystring: RetrieveQuery, response: errors } },
+    { schema: { summary: 'Get a browser session', tags: ['browsers'], params: IdOrNameParams, querystring: RetrieveQuery, response: one } },
     async (req) => sessions.get(principalOf(req), req.params.id_or_name, req.query.include_deleted === true),
   );
 
   app.patch<{ Params: { id_or_name: string }; Body: BrowserUpdateRequest }>(
     '/browsers/:id_or_name',
     {
-      schema: { summary: 'Update a browser session (name, tags)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: errors },
+      schema: { summary: 'Update a browser session (name, tags)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: one },
       preValidation: async (req) => {
         if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
       },
@@ -75,7 +83,7 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
 
   app.delete<{ Params: { id_or_name: string } }>(
     '/browsers/:id_or_name',
-    { schema: { summary: 'Delete (end) a browser session', tags: ['browsers'], params: IdOrNameParams, response: errors } },
+    { schema: { summary: 'Delete (end) a browser session', tags: ['browsers'], params: IdOrNameParams, response: { 204: Type.Null(), ...errors } } },
     async (req, reply) => {
       await sessions.delete(principalOf(req), req.params.id_or_name);
       return reply.code(204).send();

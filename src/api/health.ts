@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import type { FastifyInstance } from 'fastify';
+import { Type } from '@sinclair/typebox';
 import { ApiError } from '../http/errors.js';
+import { ErrorBodySchema } from './schemas.js';
 import type { Store } from '../store/database.js';
 
 /** Runs `chromium --version` (it loads the binary and its libraries without starting a browser); cached for 30 s. */
@@ -27,8 +29,9 @@ function chromiumRunner(chromiumPath: string): () => Promise<string | null> {
 export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiumPath: string }): void {
   const open = { auth: false, rateLimit: false };
   const chromiumProblem = chromiumRunner(deps.chromiumPath);
-  app.get('/healthz', { config: open, schema: { hide: true } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { config: open, schema: { hide: true } }, async () => {
+  const status = Type.Object({ status: Type.String() });
+  app.get('/healthz', { config: open, schema: { summary: 'Liveness: the process is up', tags: ['health'], security: [], response: { 200: status } } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { config: open, schema: { summary: 'Readiness: the store answers and Chromium can start', tags: ['health'], security: [], response: { 200: status, 503: ErrorBodySchema } } }, async () => {
     const problems: { code: string; message: string }[] = [];
     if (!(await deps.store.ping())) problems.push({ code: 'store_unreachable', message: `the ${deps.store.kind} store does not answer` });
     for (const bin of [deps.chromiumPath, '/usr/bin/Xvfb']) {

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { REGIONS } from '../config.js';
 import { NAME_PATTERN, Nullable, StringEnum } from './schema-helpers.js';
+import { TelemetryRequest } from './telemetry-request.js';
 
 /**
  * The Browser creation request of the contract, as one schema: Fastify validates with it,
@@ -57,14 +58,6 @@ export const Viewport = Type.Object(
   { additionalProperties: false },
 );
 
-export const TelemetryRequest = Type.Object(
-  {
-    enabled: Type.Optional(Type.Boolean()),
-    browser: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-    export: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
-  },
-  { additionalProperties: false },
-);
 
 export const BrowserCreateRequest = Type.Object(
   {

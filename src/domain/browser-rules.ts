@@ -1,6 +1,8 @@
 import type { Plan } from '../accounts/plans.js';
 import type { Region } from '../config.js';
 import type { BrowserCreateRequest } from './browser-request.js';
+import { checkPrivateHosts } from './private-hosts.js';
+import { checkTelemetryRules, resolveCreateTelemetry } from './telemetry-request.js';
 import { resolveViewport, type ResolvedViewport } from './viewport.js';
 
 /** A broken rule, naming the field (dotted path, `[i]` for array entries). */
@@ -62,15 +64,15 @@ export function checkCreateRules(req: BrowserCreateRequest): Problem[] {
   if (req.gpu === true && req.headless === true) out.push({ field: 'gpu', message: 'GPU acceleration requires headless=false' });
   if (req.gpu === true && req.region !== undefined && req.region !== 'us-east') out.push({ field: 'gpu', message: 'GPU acceleration requires region=us-east' });
   if (req.start_url !== undefined && checkStartUrl(req.start_url) === null) out.push({ field: 'start_url', message: 'must be an absolute http or https URL' });
-  const t = req.telemetry;
-  if (t && t.enabled === false && t.browser && Object.keys(t.browser).length) out.push({ field: 'telemetry.enabled', message: 'enabled=false cannot be combined with browser category settings' });
+  if (req.network?.private_hosts) out.push(...checkPrivateHosts(req.network.private_hosts));
+  out.push(...checkTelemetryRules(req.telemetry));
 
   for (const f of NOT_YET_SUPPORTED) {
     if (req[f] !== undefined) out.push({ field: f, message: 'is not supported by this browserd version yet' });
   }
   if (req.gpu === true) out.push({ field: 'gpu', message: 'GPU acceleration is not available on this node' });
   if (req.stealth === true) out.push({ field: 'stealth', message: 'stealth mode is not supported by this browserd version yet' });
-  if (t && (t.enabled === true || (t.browser && Object.keys(t.browser).length) || t.export)) {
+  if (resolveCreateTelemetry(req.telemetry) !== null) {
     out.push({ field: 'telemetry', message: 'telemetry capture is not supported by this browserd version yet' });
   }
   return out;

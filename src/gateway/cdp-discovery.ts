@@ -1,5 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { NotFound, Unauthorized } from '../http/errors.js';
+import { Type } from '@sinclair/typebox';
+import { errorResponses } from '../api/schemas.js';
+import { ApiError, NotFound, Unauthorized } from '../http/errors.js';
 import type { BrowserRuntime } from '../runtime/browser-runtime.js';
 import type { SessionService } from '../sessions/session-service.js';
 import type { SessionTokens } from './tokens.js';
@@ -28,8 +30,24 @@ export function cdpDiscoveryRoutes(app: FastifyInstance, deps: { sessions: Sessi
     return reply.send({ ...v, webSocketDebuggerUrl: cdp });
   };
   const config = { auth: false };
-  const schema = { hide: true };
-  app.get('/browser/cdp', { config, schema }, (req, reply) => handler(req as never, reply, false));
-  app.get('/browser/cdp/json/version', { config, schema }, (req, reply) => handler(req as never, reply, true));
-  app.get('/browser/cdp/json/version/', { config, schema }, (req, reply) => handler(req as never, reply, true));
+  const querystring = Type.Object({ jwt: Type.String({ description: 'the session token from cdp_ws_url' }) });
+  const version = Type.Object({ Browser: Type.String(), 'Protocol-Version': Type.String(), 'User-Agent': Type.String(), webSocketDebuggerUrl: Type.String() }, { additionalProperties: true });
+  const schema = (summary: string) => ({ summary, tags: ['gateway'], security: [], querystring, response: { 200: version, ...errorResponses } });
+  app.get(
+    '/browser/cdp',
+    { config, schema: schema('CDP websocket of a session (upgrade with ?jwt=); a plain GET answers discovery only when the jwt ends in /json/version') },
+    (req, reply) => handler(req as never, reply, false),
+  );
+  app.get('/browser/cdp/json/version', { config, schema: schema('CDP discovery: the browser version with webSocketDebuggerUrl pointing at the gateway') }, (req, reply) =>
+    handler(req as never, reply, true),
+  );
+  app.get('/browser/cdp/json/version/', { config, schema: { ...schema('CDP discovery (trailing slash form)'), hide: true } }, (req, reply) => handler(req as never, reply, true));
+  for (const [url, what] of [
+    ['/browser/bidi', 'WebDriver BiDi websocket of a session (upgrade with ?jwt=)'],
+    ['/browser/live', 'Live view of a headful session (?jwt=)'],
+  ] as const) {
+    app.get(url, { config, schema: { summary: what, tags: ['gateway'], security: [], querystring, response: errorResponses } }, async () => {
+      throw new ApiError(501, 'not_implemented', `${url} is not available in this browserd version yet`);
+    });
+  }
 }

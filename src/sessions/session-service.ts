@@ -79,8 +79,8 @@ export class SessionService {
     const gate = checkPlanGates(req, p.organization.plan);
     if (gate) throw new Forbidden(gate, 'plan_required');
     const r = resolveCreate(req);
-    if (r.region !== this.deps.config.region) {
-      throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.region}`);
+    if (!this.deps.config.regions.includes(r.region)) {
+      throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.regions.join(', ')}`);
     }
     if (this.activeCount >= this.deps.config.maxSessions) {
       throw new CapacityExhausted(`this node is at its capacity of ${this.deps.config.maxSessions} sessions; retry later`);

@@ -40,6 +40,7 @@ describe('loadConfig defaults', () => {
       rateLimitPerMinute: 600,
       chromiumPath: '/usr/lib/chromium/chromium',
       sessionUser: 'browserd',
+      regions: ['us-east'],
       region: 'us-east',
       nodeId: null,
       logLevel: 'info',
@@ -212,9 +213,15 @@ describe('BROWSERD_REGION', () => {
   for (const r of ['us-east', 'eu-west', 'ap-southeast'] as const) {
     test(`accepts ${r}`, () => assert.equal(load({ BROWSERD_REGION: r }).region, r));
   }
-  for (const raw of ['mars', 'US-EAST', 'us-west']) {
+  for (const raw of ['mars', 'US-EAST', 'us-west', 'us-east,mars', 'us-east,']) {
     test(`rejects ${raw}`, () => rejects({ BROWSERD_REGION: raw }, 'BROWSERD_REGION'));
   }
+  test('a node may serve several regions; the first is its primary', () => {
+    const c = load({ BROWSERD_REGION: 'eu-west, us-east,eu-west' });
+    assert.deepEqual(c.regions, ['eu-west', 'us-east']);
+    assert.equal(c.region, 'eu-west');
+    assert.deepEqual(load({}).regions, ['us-east']);
+  });
 });
 
 describe('BROWSERD_LOG_LEVEL', () => {

@@ -119,7 +119,8 @@ describe('combinations', () => {
       telemetry: { enabled: false, browser: { page: { enabled: true } } },
     });
     const fieldsNamed = new Set(p.map((x) => x.field));
-    for (const f of ['gpu', 'start_url', 'proxy', 'proxy_id', 'extensions[0]', 'extensions', 'telemetry.enabled', 'telemetry']) {
+    // telemetry with enabled=false starts no capture, so it is not refused as unsupported: only the combination is reported.
+    for (const f of ['gpu', 'start_url', 'proxy', 'proxy_id', 'extensions[0]', 'extensions', 'telemetry.enabled']) {
       assert.ok(fieldsNamed.has(f), `${f} missing from ${JSON.stringify(p)}`);
     }
     assert.ok(p.filter((x) => x.field === 'gpu').length >= 3, 'headless, region and availability problems on gpu');
@@ -168,7 +169,19 @@ describe('fields this version refuses (named, not silently ignored)', () => {
   test('telemetry capture (enabled, categories or export) is refused', () => {
     has({ telemetry: { enabled: true } }, 'telemetry', NOT_YET);
     has({ telemetry: { browser: { console: { enabled: true } } } }, 'telemetry', NOT_YET);
-    has({ telemetry: { export: { otlp: { destination: { id: 'd' } } } } }, 'telemetry', NOT_YET);
+    has({ telemetry: { enabled: true, export: { otlp: { destination: { id: 'd' } } } } }, 'telemetry', NOT_YET);
+  });
+  test('telemetry that starts no capture is accepted', () => {
+    for (const t of [null, {}, { enabled: false }, { browser: {} }, { browser: { control: { enabled: false }, connection: { enabled: false }, system: { enabled: false }, captcha: { enabled: false } } }]) {
+      hasNot({ telemetry: t }, 'telemetry');
+    }
+  });
+  test('export needs capture, exactly one destination key, and no enabled=false with a destination', () => {
+    has({ telemetry: { export: { otlp: { destination: { id: 'd' } } } } }, 'telemetry.export.otlp.destination', /requires telemetry capture/);
+    has({ telemetry: { enabled: true, export: { otlp: { destination: { id: 'd', name: 'n' } } } } }, 'telemetry.export.otlp.destination', /exactly one of id, name/);
+    has({ telemetry: { enabled: true, export: { otlp: { destination: {} } } } }, 'telemetry.export.otlp.destination', /exactly one of id, name/);
+    has({ telemetry: { enabled: true, export: { otlp: { enabled: false, destination: { id: 'd' } } } } }, 'telemetry.export.otlp.enabled', /cannot be combined/);
+    hasNot({ telemetry: { enabled: true, export: { otlp: { enabled: false } } } }, 'telemetry.export.otlp.enabled');
   });
 });
 
