@@ -95,6 +95,9 @@ export function parsePrivateHost(entry: string): PrivateHost | { error: string }
   if (name.length === 0 || name.length > 253) return { error: 'is not a valid host name' };
   const labels = name.split('.');
   if (!labels.every((l) => LABEL.test(l))) return { error: 'is not a valid host name (labels of letters, digits and inner hyphens)' };
+  // URL parsers read a host whose last label is a number (10, 0x7f) as an IPv4 address
+  // (0x7f.0.0.1 is 127.0.0.1), or refuse it: never a host name.
+  if (/^(\d+|0x[0-9a-f]*)$/i.test(labels[labels.length - 1]!)) return { error: 'is neither a full IPv4 address nor a host name' };
   if (wildcard) {
     if (labels.length < 2) return { error: 'a wildcard must cover a suffix of at least two labels (*.corp.example)' };
     const suffix = getPublicSuffix(name, { allowPrivateDomains: true });
