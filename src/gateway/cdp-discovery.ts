@@ -30,7 +30,7 @@ export function cdpDiscoveryRoutes(app: FastifyInstance, deps: { sessions: Sessi
     return reply.send({ ...v, webSocketDebuggerUrl: cdp });
   };
   const config = { auth: false };
-  const querystring = Type.Object({ jwt: Type.String({ description: 'the session token from cdp_ws_url' }) });
+  const querystring = Type.Object({ jwt: Type.Optional(Type.String({ description: 'the session token from the connection URL (missing or invalid: 401)' })) });
   const version = Type.Object({ Browser: Type.String(), 'Protocol-Version': Type.String(), 'User-Agent': Type.String(), webSocketDebuggerUrl: Type.String() }, { additionalProperties: true });
   const schema = (summary: string) => ({ summary, tags: ['gateway'], security: [], querystring, response: { 200: version, ...errorResponses } });
   app.get(

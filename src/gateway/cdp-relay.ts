@@ -29,12 +29,13 @@ export function connectUpstream(port: number, wsPath: string): Promise<WebSocket
  * Relays frames between an agent and the browser, unchanged except for refused
  * commands (answered with a CDP error). When either side closes, so does the other.
  */
-export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void): { close(): void } {
+export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void): { close(code?: number, reason?: string): void } {
   let closed = false;
-  const closeBoth = () => {
+  const closeBoth = (code?: unknown, reason?: unknown) => {
     if (closed) return;
     closed = true;
-    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(1000, 'session closed');
+    const why = typeof reason === 'string' && reason ? reason : 'browser connection closed';
+    if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(typeof code === 'number' && code >= 1000 && code !== 1005 && code !== 1006 ? code : 1000, why);
     if (upstream.readyState === WebSocket.OPEN || upstream.readyState === WebSocket.CONNECTING) upstream.close();
     setTimeout(() => {
       client.terminate();
@@ -56,11 +57,11 @@ export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => 
   upstream.on('message', (data, isBinary) => {
     if (client.readyState === WebSocket.OPEN) client.send(data, { binary: isBinary });
   });
-  client.on('close', closeBoth);
-  upstream.on('close', closeBoth);
-  client.on('error', closeBoth);
-  upstream.on('error', closeBoth);
-  return { close: closeBoth };
+  client.on('close', () => closeBoth());
+  upstream.on('close', () => closeBoth(1011, 'browser connection closed'));
+  client.on('error', () => closeBoth());
+  upstream.on('error', () => closeBoth(1011, 'browser connection failed'));
+  return { close: (code, reason) => closeBoth(code, reason) };
 }
 
 export const CDP_MAX_FRAME = MAX_FRAME;

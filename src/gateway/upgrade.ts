@@ -3,7 +3,8 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import type { SessionService } from '../sessions/session-service.js';
-import { CDP_MAX_FRAME, connectUpstream, relayCdp } from './cdp-relay.js';
+import type { ChannelHandler } from './channel.js';
+import { CDP_MAX_FRAME } from './cdp-relay.js';
 import type { Channel, SessionTokens } from './tokens.js';
 
 const CHANNEL_PATHS: Record<string, Channel> = {
@@ -30,9 +31,15 @@ function refuse(socket: Duplex, status: number, code: string, message: string): 
  * connection opened and the client's upgrade completed.
  */
 export class Gateway {
-  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: CDP_MAX_FRAME, perMessageDeflate: false });
+  private readonly wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: CDP_MAX_FRAME,
+    perMessageDeflate: false,
+    // noVNC asks for the "binary" subprotocol and gives up without it.
+    handleProtocols: (offered) => (offered.has('binary') ? 'binary' : false),
+  });
 
-  constructor(private readonly deps: { sessions: SessionService; tokens: SessionTokens; log: Logger }) {}
+  constructor(private readonly deps: { sessions: SessionService; tokens: SessionTokens; log: Logger; channels: Partial<Record<Channel, ChannelHandler>> }) {}
 
   readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on('error', () => socket.destroy());
@@ -55,18 +62,27 @@ export class Gateway {
     if (!check.ok) return refuse(socket, 401, 'unauthorized', check.reason);
     const live = this.deps.sessions.liveSession(check.claims.sessionId);
     if (!live) return refuse(socket, 404, 'session_not_found', 'the session has ended or does not run on this node');
-    if (channel !== 'cdp') return refuse(socket, 501, 'not_implemented', `the ${channel} channel is not available in this browserd version`);
+    const handler = this.deps.channels[channel];
+    if (!handler) return refuse(socket, 501, 'not_implemented', `the ${channel} channel is not available in this browserd version`);
 
-    const upstream = await connectUpstream(live.handle.chromium.port, live.handle.chromium.wsPath);
-    if (socket.destroyed) {
-      upstream.close();
-      return;
-    }
-    this.wss.handleUpgrade(req, socket, head, (client) => {
-      let detach: () => void = () => undefined;
-      const relay = relayCdp(client, upstream, () => detach());
-      detach = this.deps.sessions.attach(live.record.id, relay);
-      this.deps.log.debug({ session_id: live.record.id, channel }, 'client attached');
+    const log = this.deps.log.child({ session_id: live.record.id, channel });
+    await handler({
+      req,
+      socket,
+      url,
+      session: live,
+      claims: check.claims,
+      log,
+      refuse: (status, code, message) => refuse(socket, status, code, message),
+      accept: (onOpen) => {
+        if (socket.destroyed) return;
+        this.wss.handleUpgrade(req, socket, head, (client) => {
+          let detach: () => void = () => undefined;
+          const conn = onOpen(client, () => detach());
+          detach = this.deps.sessions.attach(live.record.id, conn);
+          log.debug('client attached');
+        });
+      },
     });
   }
 

@@ -15,7 +15,8 @@ import type { ListFilter, SessionRepo } from './session-repo.js';
 
 /** Something the gateway holds open for a session (a websocket pair); closed when the session ends. */
 export interface SessionClient {
-  close(): void;
+  /** Closes the connection; a websocket closes with this code and reason. */
+  close(code?: number, reason?: string): void;
 }
 
 /** A session running on this node. */
@@ -248,7 +249,7 @@ export class SessionService {
       const uptime = Math.max(0, Date.parse(deletedAt) - Date.parse(record.createdAt));
       await this.deps.repo.markDeleted(id, deletedAt, uptime, reason);
     }
-    if (l) for (const c of [...l.clients]) c.close();
+    if (l) for (const c of [...l.clients]) c.close(1000, `session ended (${reason})`);
     try {
       await this.deps.runtime.stop(id, l?.handle ?? record.runtime);
     } finally {
