@@ -5,6 +5,7 @@ import type { TSchema } from '@sinclair/typebox';
 import { BrowserCreateRequest, BrowserListQuery, BrowserUpdateRequest } from '../../src/domain/browser-request.js';
 import { fieldPath, problemsFromAjv, validatorCompiler } from '../../src/http/validation.js';
 import { invalidInput } from '../../src/http/errors.js';
+import { CATEGORIES, EXCLUDABLE_CDP_METHODS } from '../../src/domain/telemetry-request.js';
 
 type Problem = { field: string; message: string };
 
@@ -271,5 +272,105 @@ describe('fieldPath', () => {
     // `a/b` travels as `/tags/a~1b` in Ajv's instancePath
     const p = check({ tags: { 'a/b': 'x#' } });
     assert.deepEqual(fields(p), ['tags.a/b']);
+  });
+});
+
+describe('telemetry shapes through the real validator', () => {
+  const methods = EXCLUDABLE_CDP_METHODS;
+  const excluded = (list: unknown) => ({ telemetry: { enabled: true, browser: { control: { cdp: { excluded_methods: list } } } } });
+
+  test('every category of the contract is accepted, each with enabled true or false', () => {
+    for (const c of CATEGORIES) {
+      for (const enabled of [true, false]) assert.deepEqual(check({ telemetry: { browser: { [c]: { enabled } } } }), [], `${c} ${enabled}`);
+      assert.deepEqual(check({ telemetry: { browser: { [c]: {} } } }), [], `${c} {}`);
+    }
+    assert.deepEqual(check({ telemetry: { enabled: true, browser: Object.fromEntries(CATEGORIES.map((c) => [c, { enabled: true }])) } }), []);
+  });
+  test('an unknown category is refused, naming it', () => {
+    assert.deepEqual(check({ telemetry: { browser: { foo: { enabled: true } } } }), [{ field: 'telemetry.browser.foo', message: 'is not a known field' }]);
+    assert.deepEqual(fields(check({ telemetry: { browser: { Console: { enabled: true } } } })), ['telemetry.browser.Console']);
+    assert.deepEqual(fields(check({ telemetry: { browser: { cdp: { enabled: true } } } })), ['telemetry.browser.cdp']);
+  });
+  test('a category object with an unknown key is refused, naming the key', () => {
+    assert.deepEqual(check({ telemetry: { browser: { console: { enabled: true, level: 'warn' } } } }), [{ field: 'telemetry.browser.console.level', message: 'is not a known field' }]);
+    assert.deepEqual(fields(check({ telemetry: { browser: { control: { enabled: true, verbose: true } } } })), ['telemetry.browser.control.verbose']);
+    assert.deepEqual(fields(check({ telemetry: { browser: { control: { cdp: { excluded: [] } } } } })), ['telemetry.browser.control.cdp.excluded']);
+  });
+  test('cdp settings exist only on control', () => {
+    for (const c of CATEGORIES.filter((x) => x !== 'control')) {
+      assert.deepEqual(fields(check({ telemetry: { browser: { [c]: { cdp: { excluded_methods: [] } } } } })), [`telemetry.browser.${c}.cdp`], c);
+    }
+  });
+  test('category flags and enabled are booleans, categories are objects', () => {
+    assert.deepEqual(fields(check({ telemetry: { enabled: 'true' } })), ['telemetry.enabled']);
+    assert.deepEqual(fields(check({ telemetry: { browser: { console: { enabled: 'yes' } } } })), ['telemetry.browser.console.enabled']);
+    assert.deepEqual(fields(check({ telemetry: { browser: { console: true } } })), ['telemetry.browser.console']);
+    assert.deepEqual(fields(check({ telemetry: 'on' })), ['telemetry']);
+    assert.deepEqual(fields(check({ telemetry: [] })), ['telemetry']);
+  });
+  test('excluded_methods accepts each of the 38 listed methods, all of them at once, and an empty list', () => {
+    assert.equal(methods.length, 38);
+    for (const m of methods) assert.deepEqual(check(excluded([m])), [], m);
+    assert.deepEqual(check(excluded([...methods])), []);
+    assert.deepEqual(check(excluded([])), []);
+  });
+  test('excluded_methods refuses any other method, naming the entry', () => {
+    for (const m of ['Runtime.evaluate', 'Network.enable', 'Target.attachToTarget', 'page.navigate', 'Page.Navigate', 'Page.navigate ', 'Page', '', 'Extensions.loadUnpacked']) {
+      const p = check(excluded(['Page.navigate', m]));
+      assert.deepEqual(fields(p), ['telemetry.browser.control.cdp.excluded_methods[1]'], m);
+      assert.match(p[0]!.message, /^must be one of Input\.dispatchMouseEvent, /);
+    }
+    assert.deepEqual(fields(check(excluded([1]))), ['telemetry.browser.control.cdp.excluded_methods[0]']);
+    assert.deepEqual(fields(check(excluded('Page.navigate'))), ['telemetry.browser.control.cdp.excluded_methods']);
+  });
+  test('excluded_methods refuses duplicate entries', () => {
+    const p = check(excluded(['Page.navigate', 'DOM.focus', 'Page.navigate']));
+    assert.deepEqual(fields(p), ['telemetry.browser.control.cdp.excluded_methods']);
+    assert.match(p[0]!.message, /duplicate/);
+  });
+  test('export: otlp only, destination by id or name (non-empty strings), nothing else', () => {
+    assert.deepEqual(check({ telemetry: { enabled: true, export: { otlp: { enabled: true, destination: { id: 'dst_1' } } } } }), []);
+    assert.deepEqual(check({ telemetry: { enabled: true, export: { otlp: { destination: { name: 'collector' } } } } }), []);
+    assert.deepEqual(fields(check({ telemetry: { export: { http: {} } } })), ['telemetry.export.http']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { endpoint: 'https://x' } } } })), ['telemetry.export.otlp.endpoint']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { destination: { id: 'x', url: 'y' } } } } })), ['telemetry.export.otlp.destination.url']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { destination: { id: '' } } } } })), ['telemetry.export.otlp.destination.id']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { destination: { name: '' } } } } })), ['telemetry.export.otlp.destination.name']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { destination: 'dst_1' } } } })), ['telemetry.export.otlp.destination']);
+    assert.deepEqual(fields(check({ telemetry: { export: { otlp: { enabled: 'no' } } } })), ['telemetry.export.otlp.enabled']);
+  });
+});
+
+describe('network shapes through the real validator', () => {
+  const hosts = (list: unknown) => ({ network: { private_hosts: list } });
+  test('private_hosts: 0, 1 and 32 entries are accepted; 33 are refused on the list itself', () => {
+    assert.deepEqual(check(hosts([])), []);
+    assert.deepEqual(check(hosts(['db.corp.example'])), []);
+    assert.deepEqual(check(hosts(arr(32, (i) => `10.0.${i}.0/24`))), []);
+    const p = check(hosts(arr(33, (i) => `10.0.${i}.0/24`)));
+    assert.deepEqual(fields(p), ['network.private_hosts']);
+    assert.match(p[0]!.message, /more than 32/);
+  });
+  test('an entry of 255 characters passes the schema, one of 256 is refused naming its index', () => {
+    const e255 = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}.x`;
+    assert.equal(e255.length, 255);
+    assert.deepEqual(check(hosts([e255])), []);
+    const p = check(hosts(['ok.corp.example', 'fd00::/8', `${e255}x`]));
+    assert.deepEqual(fields(p), ['network.private_hosts[2]']);
+    assert.match(p[0]!.message, /more than 255/);
+  });
+  test('entries are strings and the list is an array', () => {
+    assert.deepEqual(fields(check(hosts(['ok.corp.example', 1, null]))), ['network.private_hosts[1]', 'network.private_hosts[2]']);
+    assert.deepEqual(fields(check(hosts('10.0.0.0/8'))), ['network.private_hosts']);
+    assert.deepEqual(fields(check(hosts(null))), ['network.private_hosts']);
+    assert.deepEqual(fields(check({ network: null })), ['network']);
+  });
+  test('network has private_hosts only (rule 10: no bypass_hosts here)', () => {
+    assert.deepEqual(check({ network: {} }), []);
+    assert.deepEqual(fields(check({ network: { private_hosts: [], bypass_hosts: [] } })), ['network.bypass_hosts']);
+  });
+  test('the schema checks shape only: rule violations are left to the network rules', () => {
+    // 127.0.0.1 breaks rule 5, but that is checkPrivateHosts' verdict, not the schema's.
+    assert.deepEqual(check(hosts(['127.0.0.1', '*.co.uk'])), []);
   });
 });
