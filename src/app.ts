@@ -56,7 +56,8 @@ async function bootstrapKeys(accounts: Accounts, cfg: Config): Promise<string | 
     await accounts.ensureKey(cfg.apiKey, org.id, 'BROWSERD_API_KEY');
     return null;
   }
-  if ((await accounts.countActiveKeys()) > 0) return null;
+  // Only a store that never held a key gets one: revoking every key must not mint a new one at the next start.
+  if ((await accounts.countKeys()) > 0) return null;
   const { key } = await accounts.createKey({ organizationId: org.id, name: 'generated at first start' });
   return key;
 }

@@ -172,8 +172,9 @@ export class Accounts {
     }
   }
 
-  async countActiveKeys(): Promise<number> {
-    const r = await this.db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).where('revoked_at', 'is', null).executeTakeFirstOrThrow();
+  /** All keys ever created, revoked ones included. */
+  async countKeys(): Promise<number> {
+    const r = await this.db.selectFrom('api_keys').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
     return Number(r.n);
   }
 

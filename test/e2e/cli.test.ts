@@ -299,3 +299,19 @@ test('serve on a store that already has a key (made with the CLI) generates none
   }
   assert.equal((await ok<Json[]>(dir, 'keys', 'list')).length, 1);
 });
+
+test('serve on a store whose every key was revoked generates none: "no key" means never held one', async () => {
+  const dir = dataDir();
+  const k = await ok<{ id: string; key: string }>(dir, 'keys', 'create');
+  await ok(dir, 'keys', 'revoke', k.id);
+  const s1 = await serve(dir);
+  try {
+    assert.ok(!/bd_[A-Za-z0-9_-]{20,}/.test(s1.stderr()), `no key generated: ${s1.stderr()}`);
+    const r = await fetch(`${s1.url}/browsers`, { headers: { authorization: `Bearer ${k.key}` } });
+    assert.equal(r.status, 401, 'the revoked key stays revoked');
+    await r.arrayBuffer();
+  } finally {
+    assert.equal(await s1.stop(), 0);
+  }
+  assert.equal((await ok<Json[]>(dir, 'keys', 'list')).length, 1);
+});
