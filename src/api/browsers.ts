@@ -6,7 +6,10 @@ import {
   IdOrNameParams,
   RetrieveQuery,
 } from '../domain/browser-request.js';
+import type { ErrorObject } from 'ajv';
 import { principalOf } from '../http/auth.js';
+import { invalidInput } from '../http/errors.js';
+import { problemsFromAjv, validFieldsOf } from '../http/validation.js';
 import { setPageHeaders } from '../http/pagination.js';
 import type { SessionService } from '../sessions/session-service.js';
 import { Type } from '@sinclair/typebox';
@@ -33,8 +36,19 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
       preValidation: async (req) => {
         if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
       },
+      // Schema problems are not answered alone: the rules beyond the schema run on the
+      // fields that passed it, so one answer names every broken rule.
+      attachValidation: true,
     },
-    async (req) => sessions.create(principalOf(req), req.body),
+    async (req) => {
+      const invalid = req.validationError;
+      if (!invalid) return sessions.create(principalOf(req), req.body);
+      const errors = invalid.validation as ErrorObject[];
+      const schemaProblems = problemsFromAjv(errors, 'body');
+      const rest = validFieldsOf(req.body, errors);
+      if (!rest) throw invalidInput(schemaProblems);
+      return sessions.create(principalOf(req), rest as BrowserCreateRequest, schemaProblems);
+    },
   );
 
   app.get<{ Querystring: BrowserListQuery }>(

@@ -56,3 +56,19 @@ export function problemsFromAjv(errors: ErrorObject[], part: string | undefined)
   }
   return out;
 }
+
+/**
+ * The body without the top-level fields the schema refused (unknown ones included): what
+ * is left passes the schema, so the rules beyond it can run on it and every broken rule
+ * is answered at once. Null when the body is not an object at all.
+ */
+export function validFieldsOf(body: unknown, errors: ErrorObject[]): Record<string, unknown> | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const rest: Record<string, unknown> = { ...(body as Record<string, unknown>) };
+  for (const e of errors) {
+    const top = e.instancePath.split('/')[1] ?? (e.keyword === 'additionalProperties' ? String(e.params.additionalProperty) : undefined);
+    if (top === undefined) return null;
+    delete rest[decodePointer(top)];
+  }
+  return rest;
+}

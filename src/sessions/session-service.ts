@@ -67,8 +67,12 @@ export class SessionService {
 
   // ---- API operations -------------------------------------------------------------
 
-  async create(p: Principal, req: BrowserCreateRequest): Promise<Record<string, unknown>> {
-    const problems = checkCreateRules(req);
+  /**
+   * `schemaProblems`: what the schema refused; `req` is then the rest of the body (see
+   * validFieldsOf), so the answer lists every broken rule at once.
+   */
+  async create(p: Principal, req: BrowserCreateRequest, schemaProblems: { field: string; message: string }[] = []): Promise<Record<string, unknown>> {
+    const problems = [...schemaProblems, ...checkCreateRules(req)];
     if (req.chrome_policy && Object.keys(req.chrome_policy).length) {
       if (!this.deps.runtime.isolatesPolicies) {
         problems.push({ field: 'chrome_policy', message: 'per-session policies need browserd to run as root (each session gets its own mount namespace)' });
