@@ -37,7 +37,7 @@ export const BrowserSchema = Type.Object({
   chrome_policy: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
   network: Type.Optional(Type.Object({ private_hosts: Type.Optional(Type.Array(Type.String())) })),
   proxy: Type.Optional(Type.Object({ mode: Type.Optional(Type.String()), id: Type.Optional(Type.String()), name: Type.Optional(Type.String()) })),
-  proxy_id: Type.Optional(Type.String()),
+  proxy_id: Type.Optional(Type.String({ deprecated: true })),
   profile: Type.Optional(
     Type.Object({
       id: Type.String(),

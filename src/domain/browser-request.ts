@@ -72,7 +72,8 @@ export const BrowserCreateRequest = Type.Object(
     network: Type.Optional(NetworkConfiguration),
     profile: Type.Optional(ProfileSelection),
     proxy: Type.Optional(ProxySelection),
-    proxy_id: Type.Optional(Type.String({ minLength: 1 })),
+    // Deprecated in the contract (use proxy); marked so in /openapi.json.
+    proxy_id: Type.Optional(Type.String({ minLength: 1, deprecated: true })),
     region: Type.Optional(StringEnum(REGIONS)),
     start_url: Type.Optional(Type.String({ minLength: 1, maxLength: 8192 })),
     stealth: Type.Optional(Type.Boolean()),
@@ -91,7 +92,7 @@ export const BrowserUpdateRequest = Type.Object(
     name: Type.Optional(Nullable(Type.String({ maxLength: 255, pattern: '^[a-zA-Z0-9._-]{0,255}$' }))),
     tags: Type.Optional(Nullable(Tags)),
     proxy: Type.Optional(ProxySelection),
-    proxy_id: Type.Optional(Nullable(Type.String())),
+    proxy_id: Type.Optional(Nullable(Type.String({ deprecated: true }))),
     telemetry: Type.Optional(Nullable(TelemetryRequest)),
     profile: Type.Optional(ProfileSelection),
     disable_default_proxy: Type.Optional(Type.Boolean()),
