@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { BrowserCreateRequest, BrowserListQuery, BrowserUpdateRequest } from '../../src/domain/browser-request.js';
-import { fieldPath, problemsFromAjv, validatorCompiler } from '../../src/http/validation.js';
+import { fieldPath, problemsFromAjv, validatorCompiler, validFieldsOf } from '../../src/http/validation.js';
 import { invalidInput } from '../../src/http/errors.js';
 import { CATEGORIES, EXCLUDABLE_CDP_METHODS } from '../../src/domain/telemetry-request.js';
 
@@ -372,5 +372,31 @@ describe('network shapes through the real validator', () => {
   test('the schema checks shape only: rule violations are left to the network rules', () => {
     // 127.0.0.1 breaks rule 5, but that is checkPrivateHosts' verdict, not the schema's.
     assert.deepEqual(check(hosts(['127.0.0.1', '*.co.uk'])), []);
+  });
+});
+
+describe('validFieldsOf: the fields that passed the schema, for the rules beyond it', () => {
+  function rest(body: unknown): Record<string, unknown> | null {
+    const ok = createValidator(body);
+    return validFieldsOf(body, ok ? [] : ((createValidator.errors ?? []) as ErrorObject[]));
+  }
+  test('every top-level field with a schema problem is left out, unknown fields included; the rest is kept as is', () => {
+    const body = { timeout_seconds: 5, viewport: { width: 0, height: 1 }, tags: { 'k!': 'v' }, proxy: {}, proxy_id: 'p1', name: 'ok', bogus: 1 };
+    assert.deepEqual(rest(body), { proxy: {}, proxy_id: 'p1', name: 'ok' });
+    assert.deepEqual(body.timeout_seconds, 5, 'the body itself is not changed');
+  });
+  test('what is left passes the schema', () => {
+    const body = { extensions: arr(21, (i) => ({ name: `e${i}` })), network: { private_hosts: ['8.8.8.8', 1] }, telemetry: { enabled: true, browser: { nope: {} } }, headless: true };
+    const r = rest(body);
+    assert.deepEqual(r, { headless: true });
+    assert.deepEqual(check(r), []);
+  });
+  test('a valid body is kept whole', () => {
+    assert.deepEqual(rest({ headless: true, name: 'x' }), { headless: true, name: 'x' });
+  });
+  test('a body that is not an object has no valid fields', () => {
+    assert.equal(rest([]), null);
+    assert.equal(rest('x'), null);
+    assert.equal(rest(null), null);
   });
 });
