@@ -51,6 +51,20 @@ const TYPE_WORDS: Record<PolicyType, string> = {
   dictionary: 'a dictionary (JSON object)',
 };
 
+/**
+ * Policies every session runs with. file:// is blocked so nobody (an agent over CDP, a
+ * person in the live view) reads the server's files through the browser.
+ */
+export const BASE_POLICY_BLOCKLIST = ['file://*'];
+
+/** The policy file a session gets: the caller's policies with browserd's base rules merged in. */
+export function sessionPolicy(user: Record<string, unknown> | null): Record<string, unknown> {
+  const merged: Record<string, unknown> = { ...(user ?? {}) };
+  const theirs = Array.isArray(merged.URLBlocklist) ? (merged.URLBlocklist as unknown[]) : [];
+  merged.URLBlocklist = [...BASE_POLICY_BLOCKLIST, ...theirs.filter((e) => !BASE_POLICY_BLOCKLIST.includes(e as string))];
+  return merged;
+}
+
 /** Every problem with a chrome_policy object: blocked, unknown or wrongly typed policies, each named. */
 export function checkChromePolicy(policy: Record<string, unknown>, schema: PolicySchema): Problem[] {
   const out: Problem[] = [];
@@ -59,6 +73,9 @@ export function checkChromePolicy(policy: Record<string, unknown>, schema: Polic
     if (isServiceManagedPolicy(name)) out.push({ field, message: 'is managed by browserd and cannot be set per session' });
     else if (!Object.hasOwn(schema, name)) out.push({ field, message: 'is not a policy this Chromium knows' });
     else if (!typeOk(schema[name]!, value)) out.push({ field, message: `must be ${TYPE_WORDS[schema[name]!]}` });
+    else if (name === 'URLAllowlist' && (value as unknown[]).some((e) => typeof e === 'string' && /^\s*file:/i.test(e))) {
+      out.push({ field, message: "may not allow file: URLs (browserd blocks them so the server's files stay out of reach)" });
+    }
   }
   return out;
 }

@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import { mightBeRefused, refusedCommand, refusalReply } from './cdp-guard.js';
+import { inspectCommand, mightBeRefused, refusalReply } from './cdp-guard.js';
 
 const MAX_FRAME = 512 * 1024 * 1024;
 
@@ -29,7 +29,7 @@ export function connectUpstream(port: number, wsPath: string): Promise<WebSocket
  * Relays frames between an agent and the browser, unchanged except for refused
  * commands (answered with a CDP error). When either side closes, so does the other.
  */
-export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void): { close(code?: number, reason?: string): void } {
+export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void, sessionDir?: string): { close(code?: number, reason?: string): void } {
   let closed = false;
   const closeBoth = (code?: unknown, reason?: unknown) => {
     if (closed) return;
@@ -46,9 +46,13 @@ export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => 
   client.on('message', (data, isBinary) => {
     const frame = data as Buffer;
     if (!isBinary && mightBeRefused(frame)) {
-      const refused = refusedCommand(frame.toString());
-      if (refused) {
-        client.send(refusalReply(refused));
+      const verdict = inspectCommand(frame.toString(), sessionDir);
+      if (verdict && 'refusal' in verdict) {
+        client.send(refusalReply(verdict.refusal));
+        return;
+      }
+      if (verdict) {
+        upstream.send(verdict.rewritten);
         return;
       }
     }

@@ -3,11 +3,13 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { sessionPolicy } from '../domain/chrome-policy.js';
 import { chromiumArgs } from './chromium-args.js';
 import { ensureX11SocketDir, removeStaleDisplayLocks, startDisplay, type DisplayHandle } from './display.js';
 import { SYSTEM_POLICY_DIR, wrapLaunch } from './launch-wrapper.js';
 import type { MemoryCgroups } from './memory-cgroup.js';
 import { belongsTo, isAlive, listMarkedProcesses, signal, terminateGroup, waitForExit } from './processes.js';
+import { startVnc, type VncHandle } from './vnc.js';
 import type { SandboxUser } from './sandbox-user.js';
 import { sessionEnv } from './session-env.js';
 
@@ -17,6 +19,8 @@ export interface LaunchSpec {
   kioskMode: boolean;
   width: number;
   height: number;
+  /** Frames per second the live view may send (headful only). */
+  refreshRate: number;
   startUrl: string | null;
   /** Enterprise policies for this session only (validated by the caller). */
   chromePolicy: Record<string, unknown> | null;
@@ -29,6 +33,8 @@ export interface RuntimeHandle {
   dir: string;
   chromium: { pid: number; port: number; wsPath: string };
   display: DisplayHandle | null;
+  /** The live view's VNC server (headful sessions). */
+  vnc?: VncHandle | null;
 }
 
 export interface BrowserVersion {
@@ -105,11 +111,12 @@ export class BrowserRuntime {
     const dir = this.sessionDir(spec.sessionId);
     const tmpDir = this.tmpDir(spec.sessionId);
     this.removeFiles(spec.sessionId);
-    for (const d of [dir, ...['config', 'cache', 'profile'].map((sub) => path.join(dir, sub)), tmpDir]) {
+    for (const d of [dir, ...['config', 'cache', 'profile', 'downloads'].map((sub) => path.join(dir, sub)), tmpDir]) {
       fs.mkdirSync(d, { recursive: true, mode: 0o700 });
       if (this.opts.user) fs.chownSync(d, this.opts.user.uid, this.opts.user.gid);
     }
     let display: DisplayHandle | null = null;
+    let vnc: VncHandle | null = null;
     let chromiumPid: number | undefined;
     try {
       const cgroupProcs = this.opts.cgroups && spec.memoryBytes ? this.opts.cgroups.create(spec.sessionId, spec.memoryBytes) : null;
@@ -123,6 +130,15 @@ export class BrowserRuntime {
           tmpDir,
           width: spec.width,
           height: spec.height,
+          wrap: (program) => wrapLaunch(program, { user, cgroupProcs, policyDir: null }),
+        });
+        vnc = await startVnc({
+          runtimeDir: this.runtimeDir,
+          sessionId: spec.sessionId,
+          sessionDir: dir,
+          tmpDir,
+          display: display.number,
+          refreshRate: spec.refreshRate,
           wrap: (program) => wrapLaunch(program, { user, cgroupProcs, policyDir: null }),
         });
       }
@@ -153,9 +169,10 @@ export class BrowserRuntime {
       chromiumPid = child.pid;
       if (!chromiumPid) throw new Error(`could not start ${this.opts.chromiumPath}`);
       const { port, wsPath } = await this.waitForDevTools(path.join(dir, 'profile', 'DevToolsActivePort'), chromiumPid, logPath);
-      return { dir, chromium: { pid: chromiumPid, port, wsPath }, display };
+      return { dir, chromium: { pid: chromiumPid, port, wsPath }, display, vnc };
     } catch (err) {
       if (chromiumPid) await terminateGroup(chromiumPid, 1000);
+      if (vnc) await terminateGroup(vnc.pid, 1000);
       if (display) await terminateGroup(display.pid, 1000);
       await this.killLeftovers(spec.sessionId);
       this.opts.cgroups?.remove(spec.sessionId);
@@ -167,7 +184,7 @@ export class BrowserRuntime {
   /**
    * The session's own /etc/chromium/policies, bound over the system one in its mount
    * namespace (root only). Root-owned and read-only for the session user. Every session
-   * gets one, empty or not, so no session sees another's policies or the host's.
+   * gets one (browserd's base rules at least), so no session sees another's policies or the host's.
    */
   private writePolicies(dir: string, policy: Record<string, unknown> | null): string | null {
     if (!this.opts.user) return null;
@@ -175,7 +192,7 @@ export class BrowserRuntime {
     fs.mkdirSync(managed, { recursive: true, mode: 0o755 });
     fs.chmodSync(path.join(dir, 'policies'), 0o755);
     fs.chmodSync(managed, 0o755);
-    fs.writeFileSync(path.join(managed, 'browserd.json'), JSON.stringify(policy ?? {}), { mode: 0o644 });
+    fs.writeFileSync(path.join(managed, 'browserd.json'), JSON.stringify(sessionPolicy(policy)), { mode: 0o644 });
     return path.join(dir, 'policies');
   }
 
@@ -203,6 +220,7 @@ export class BrowserRuntime {
   async probe(h: RuntimeHandle, sessionId: string): Promise<boolean> {
     if (!belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) return false;
     if (h.display && !belongsTo(h.display.pid, this.runtimeDir, sessionId)) return false;
+    if (h.vnc && !belongsTo(h.vnc.pid, this.runtimeDir, sessionId)) return false;
     try {
       const v = await this.version(h);
       return new URL(v.webSocketDebuggerUrl).pathname === h.chromium.wsPath;
@@ -212,7 +230,7 @@ export class BrowserRuntime {
   }
 
   isRunning(h: RuntimeHandle): boolean {
-    return isAlive(h.chromium.pid) && (!h.display || isAlive(h.display.pid));
+    return isAlive(h.chromium.pid) && (!h.display || isAlive(h.display.pid)) && (!h.vnc || isAlive(h.vnc.pid));
   }
 
   async version(h: RuntimeHandle): Promise<BrowserVersion> {
@@ -228,6 +246,7 @@ export class BrowserRuntime {
   async stop(sessionId: string, h: RuntimeHandle | null): Promise<void> {
     if (h) {
       if (belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) await terminateGroup(h.chromium.pid, 3000);
+      if (h.vnc && belongsTo(h.vnc.pid, this.runtimeDir, sessionId)) await terminateGroup(h.vnc.pid, 2000);
       if (h.display && belongsTo(h.display.pid, this.runtimeDir, sessionId)) await terminateGroup(h.display.pid, 2000);
     }
     await this.killLeftovers(sessionId);

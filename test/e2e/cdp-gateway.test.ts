@@ -32,6 +32,12 @@ function httpForm(wsUrl: string): string {
   return wsUrl.replace(/^ws/, 'http');
 }
 
+/** Chromium's own DevTools port and browser path of a session, from its profile directory. */
+function devtoolsOf(sessionId: string): { port: number; wsPath: string } {
+  const [port, wsPath] = fs.readFileSync(path.join(server.dataDir, 'runtime', sessionId, 'profile', 'DevToolsActivePort'), 'utf8').split('\n');
+  return { port: Number(port), wsPath: wsPath! };
+}
+
 function jwtOf(url: string): string {
   const t = new URL(url).searchParams.get('jwt');
   assert.ok(t, `no jwt in ${url}`);
@@ -314,6 +320,57 @@ describe('clients through cdp_ws_url', () => {
       // The connection is still usable after refusals.
       const again = await cdp.send('{"id":7,"method":"Browser.getVersion"}');
       assert.ok(again.result);
+    } finally {
+      cdp.close();
+    }
+  });
+
+  test('commands that would read or write the server\'s files or change the proxy are refused; the same methods with safe parameters work', async () => {
+    const cdp = await rawCdp(b.cdp_ws_url);
+    try {
+      const targets = await cdp.send('{"id":1,"method":"Target.getTargets"}');
+      const page = ((targets.result as { targetInfos: { type: string; targetId: string }[] }).targetInfos).find((ti) => ti.type === 'page')!;
+      const att = await cdp.send(JSON.stringify({ id: 2, method: 'Target.attachToTarget', params: { targetId: page.targetId, flatten: true } }));
+      const sessionId = (att.result as { sessionId: string }).sessionId;
+      const refusedFrames: [number, string, Record<string, unknown>, boolean][] = [
+        [10, 'Page.navigate', { url: 'file:///etc/passwd' }, true],
+        [11, 'Page.navigate', { url: 'view-source:file:///etc/hostname' }, true],
+        [12, 'Target.createTarget', { url: 'FILE:///etc/passwd' }, false],
+        [15, 'Target.createBrowserContext', { proxyServer: 'http://127.0.0.1:1' }, false],
+        [16, 'DOM.setFileInputFiles', { files: ['/etc/passwd'], backendNodeId: 1 }, true],
+      ];
+      for (const [id, method, params, onPage] of refusedFrames) {
+        const r = await cdp.send(JSON.stringify({ id, method, params, ...(onPage ? { sessionId } : {}) }));
+        assert.equal(r.id, id);
+        assert.equal(r.result, undefined, `${method} ${JSON.stringify(params)} must not reach Chromium`);
+        assert.match(String((r.error as { message?: string } | undefined)?.message), new RegExp(`${method.replace('.', '\\.')} is not allowed through browserd: `));
+      }
+      const ok = await cdp.send(JSON.stringify({ id: 20, sessionId, method: 'Page.navigate', params: { url: site.url } }));
+      assert.ok(ok.result, JSON.stringify(ok));
+      const ctx = await cdp.send('{"id":21,"method":"Target.createBrowserContext","params":{}}');
+      assert.ok((ctx.result as { browserContextId?: string }).browserContextId);
+      const dl = await cdp.send('{"id":22,"method":"Browser.setDownloadBehavior","params":{"behavior":"deny"}}');
+      assert.ok(dl.result, JSON.stringify(dl));
+      // A client-side download path (Playwright sends one) is accepted but lands in the session's own directory.
+      const moved = await cdp.send('{"id":23,"method":"Browser.setDownloadBehavior","params":{"behavior":"allow","downloadPath":"/etc"}}');
+      assert.ok(moved.result, JSON.stringify(moved));
+    } finally {
+      cdp.close();
+    }
+  });
+
+  test("every session's own policy blocks file: URLs in the browser itself (for a person in the live view too)", async () => {
+    // Straight to Chromium's own port, past the gateway's guard, to see the policy at work.
+    const { port, wsPath } = devtoolsOf(b.session_id);
+    const cdp = await rawCdp(`ws://127.0.0.1:${port}${wsPath}`);
+    try {
+      const created = await cdp.send(JSON.stringify({ id: 1, method: 'Target.createTarget', params: { url: 'about:blank' } }));
+      const targetId = (created.result as { targetId: string }).targetId;
+      const att = await cdp.send(JSON.stringify({ id: 2, method: 'Target.attachToTarget', params: { targetId, flatten: true } }));
+      const sessionId = (att.result as { sessionId: string }).sessionId;
+      const nav = await cdp.send(JSON.stringify({ id: 3, sessionId, method: 'Page.navigate', params: { url: 'file:///etc/hostname' } }));
+      assert.equal((nav.result as { errorText?: string }).errorText, 'net::ERR_BLOCKED_BY_ADMINISTRATOR');
+      await cdp.send(JSON.stringify({ id: 4, method: 'Target.closeTarget', params: { targetId } }));
     } finally {
       cdp.close();
     }

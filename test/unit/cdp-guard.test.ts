@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { BLOCKED_CDP_METHODS, mightBeRefused, refusalReply, refusedCommand } from '../../src/gateway/cdp-guard.js';
+import { BLOCKED_CDP_METHODS, inspectCommand, mightBeRefused, refusalReply, refusedCommand } from '../../src/gateway/cdp-guard.js';
 
 const BLOCKED = ['Extensions.loadUnpacked', 'Extensions.uninstall', 'Browser.crash', 'Browser.crashGpuProcess', 'Target.setRemoteLocations'];
 
@@ -64,7 +64,8 @@ describe('ordinary frames are relayed', () => {
     test(msg.method, () => {
       const frame = JSON.stringify(msg);
       assert.equal(refusedCommand(frame), null);
-      assert.equal(mightBeRefused(frame), false);
+      // Page.navigate has a parameter rule (file: URLs), so it is parsed; the others never are.
+      assert.equal(mightBeRefused(frame), msg.method === 'Page.navigate');
     });
   }
   test('an expression that merely mentions a blocked method is relayed', () => {
@@ -106,5 +107,54 @@ describe('refusal without a numeric id', () => {
     const r = refusedCommand(JSON.stringify({ id: 2, sessionId: 5, method: 'Browser.crash' }));
     assert.deepEqual(r, { id: 2, method: 'Browser.crash' });
     assert.ok(!('sessionId' in (JSON.parse(refusalReply(r!)) as object)));
+  });
+});
+
+describe('parameters that reach outside the session', () => {
+  const dir = '/data/runtime/s1';
+  const frame = (method: string, params: Record<string, unknown>) => JSON.stringify({ id: 9, method, params });
+  const refused = [
+    ['Page.navigate', { url: 'file:///etc/passwd' }],
+    ['Page.navigate', { url: ' FILE:///etc/passwd' }],
+    ['Page.navigate', { url: 'view-source:file:///etc/passwd' }],
+    ['Page.navigate', { url: 'view-source:view-source:file:///x' }],
+    ['Target.createTarget', { url: 'file:///' }],
+    ['DOM.setFileInputFiles', { files: ['/etc/passwd'] }],
+    ['DOM.setFileInputFiles', { files: [`${dir}/ok.txt`, '/data/runtime/s2/secret'] }],
+    ['DOM.setFileInputFiles', { files: [`${dir}/../s2/secret`] }],
+    ['Target.createBrowserContext', { proxyServer: 'http://1.2.3.4:8080' }],
+    ['Target.createBrowserContext', { proxyBypassList: '<-loopback>' }],
+  ] as const;
+  for (const [method, params] of refused) {
+    test(`refuses ${method} ${JSON.stringify(params)}`, () => {
+      const r = refusedCommand(frame(method, params), dir);
+      assert.ok(r, 'refused');
+      assert.equal(r.method, method);
+      assert.ok(r.reason && r.reason.length > 10);
+      assert.match(String((JSON.parse(refusalReply(r)) as { error: { message: string } }).error.message), new RegExp(`^${method.replace('.', '\\.')} is not allowed through browserd: `));
+    });
+  }
+  const relayed = [
+    ['Page.navigate', { url: 'https://example.com/file:///x' }],
+    ['Page.navigate', { url: 'http://127.0.0.1:8080/' }],
+    ['Target.createTarget', { url: 'about:blank' }],
+    ['DOM.setFileInputFiles', { files: [`${dir}/upload.txt`, `${dir}/sub/b.png`] }],
+    ['Page.setDownloadBehavior', { behavior: 'allow', downloadPath: `${dir}/Downloads` }],
+    ['Browser.setDownloadBehavior', { behavior: 'deny' }],
+    ['Target.createBrowserContext', { disposeOnDetach: true }],
+  ] as const;
+  for (const [method, params] of relayed) {
+    test(`relays ${method} ${JSON.stringify(params)}`, () => assert.equal(refusedCommand(frame(method, params), dir), null));
+  }
+  for (const [method, downloadPath] of [['Page.setDownloadBehavior', '/tmp'], ['Browser.setDownloadBehavior', `${dir}-evil`], ['Browser.setDownloadBehavior', `${dir}/../s2`]] as const) {
+    test(`${method} to ${downloadPath} is kept but moved into the session's downloads directory`, () => {
+      const v = inspectCommand(JSON.stringify({ id: 4, sessionId: 'S', method, params: { behavior: 'allowAndName', downloadPath, eventsEnabled: true } }), dir);
+      assert.ok(v && 'rewritten' in v);
+      assert.deepEqual(JSON.parse(v.rewritten), { id: 4, sessionId: 'S', method, params: { behavior: 'allowAndName', downloadPath: `${dir}/downloads`, eventsEnabled: true } });
+      assert.equal(refusedCommand(JSON.stringify({ id: 4, method, params: { downloadPath } }), dir), null);
+    });
+  }
+  test('without a known session directory every file path is refused', () => {
+    assert.ok(refusedCommand(frame('DOM.setFileInputFiles', { files: [`${dir}/upload.txt`] })));
   });
 });
