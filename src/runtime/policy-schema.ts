@@ -66,6 +66,7 @@ export class PolicySchemaSource {
       kioskMode: false,
       width: 800,
       height: 600,
+      refreshRate: 1,
       startUrl: null,
       chromePolicy: null,
       memoryBytes: null,

@@ -129,6 +129,7 @@ export class SessionService {
           kioskMode: r.kioskMode,
           width: r.viewport.width,
           height: r.viewport.height,
+          refreshRate: r.viewport.refresh_rate,
           startUrl: r.startUrl,
           chromePolicy: r.chromePolicy,
           memoryBytes: this.deps.memoryEnforced ? r.memoryBytes : null,
