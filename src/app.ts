@@ -9,6 +9,7 @@ import { Accounts } from './accounts/accounts.js';
 import { browserRoutes } from './api/browsers.js';
 import { healthRoutes } from './api/health.js';
 import { defaultPublicUrl, type Config } from './config.js';
+import { bidiChannel } from './gateway/bidi-channel.js';
 import { cdpChannel } from './gateway/cdp-channel.js';
 import { cdpDiscoveryRoutes } from './gateway/cdp-discovery.js';
 import { SessionTokens } from './gateway/tokens.js';
@@ -128,7 +129,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   browserRoutes(app, sessions);
   cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
 
-  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel } });
+  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel } });
   app.server.on('upgrade', gateway.onUpgrade);
 
   await app.listen({ host: cfg.host, port: cfg.port });

@@ -42,8 +42,16 @@ export function cdpDiscoveryRoutes(app: FastifyInstance, deps: { sessions: Sessi
     handler(req as never, reply, true),
   );
   app.get('/browser/cdp/json/version/', { config, schema: { ...schema('CDP discovery (trailing slash form)'), hide: true } }, (req, reply) => handler(req as never, reply, true));
+  // The BiDi endpoint is a websocket only (a client connects to webdriver_ws_url); a plain
+  // GET is listed here for the OpenAPI document and says how to use it.
+  app.get(
+    '/browser/bidi',
+    { config, schema: { summary: 'WebDriver BiDi websocket of a session (upgrade with ?jwt=); a plain GET answers 426', tags: ['gateway'], security: [], querystring, response: errorResponses } },
+    async () => {
+      throw new ApiError(426, 'upgrade_required', '/browser/bidi is a WebDriver BiDi websocket: connect to webdriver_ws_url with a websocket client', undefined, { upgrade: 'websocket' });
+    },
+  );
   for (const [url, what] of [
-    ['/browser/bidi', 'WebDriver BiDi websocket of a session (upgrade with ?jwt=)'],
     ['/browser/live', 'Live view of a headful session (?jwt=)'],
   ] as const) {
     app.get(url, { config, schema: { summary: what, tags: ['gateway'], security: [], querystring, response: errorResponses } }, async () => {
