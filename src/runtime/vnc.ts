@@ -16,6 +16,9 @@ export interface VncHandle {
  * `PORT=n`, which we read from its log. (Its `-unixsock` mode would be better, but stock
  * libvncserver drops Unix-socket clients right after the version string.) `-wait` and
  * `-defer` cap the frames it produces at the viewport's refresh rate.
+ * `X11VNC_AVOID_WINDOWS=never`: x11vnc otherwise waits 10 to 45 s after its first client
+ * (in case a display manager would kill it) before creating the window that owns the
+ * clipboard, so text sent from the viewer's clipboard in that time never reached the page.
  */
 export async function startVnc(opts: {
   runtimeDir: string;
@@ -42,6 +45,7 @@ export async function startVnc(opts: {
     '-xkb',
     '-wait', frameMs,
     '-defer', frameMs,
+    '-env', 'X11VNC_AVOID_WINDOWS=never',
   ]);
   const log = fs.openSync(logPath, 'a');
   const child = spawn(argv[0]!, argv.slice(1), {
