@@ -17,16 +17,38 @@ export class RfbProtocolError extends Error {}
 export class RfbInputFilter {
   private stage: Stage = 'version';
   private buf: Buffer = Buffer.alloc(0);
+  /** Bytes of a dropped message still to come: discarded as they arrive, never held. */
+  private skip = 0;
   /** Input messages dropped so far (for tests and logs). */
   dropped = 0;
 
+  /** Bytes held back until the rest of their message arrives. */
+  get buffered(): number {
+    return this.buf.length;
+  }
+
   /** Feeds client bytes; returns the bytes to forward to the VNC server (possibly empty). */
   push(chunk: Buffer): Buffer {
+    if (this.skip > 0) {
+      const n = Math.min(this.skip, chunk.length);
+      this.skip -= n;
+      chunk = chunk.subarray(n);
+    }
     this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
     const out: Buffer[] = [];
     for (;;) {
       const n = this.nextLength();
-      if (n === null || this.buf.length < n) break;
+      if (n === null) break;
+      if (this.buf.length < n) {
+        // A dropped message is skipped as it streams in, so a ClientCutText announcing up
+        // to 2 GiB cannot make a readonly viewer's connection buffer it whole.
+        if (this.stage === 'messages' && this.isInput(this.buf)) {
+          this.dropped++;
+          this.skip = n - this.buf.length;
+          this.buf = Buffer.alloc(0);
+        }
+        break;
+      }
       const msg = this.buf.subarray(0, n);
       this.buf = this.buf.subarray(n);
       if (this.stage === 'messages' && this.isInput(msg)) this.dropped++;
