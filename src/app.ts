@@ -8,9 +8,11 @@ import type { Logger } from 'pino';
 import { Accounts } from './accounts/accounts.js';
 import { browserRoutes } from './api/browsers.js';
 import { healthRoutes } from './api/health.js';
+import { liveViewRoutes } from './api/live-view.js';
 import { defaultPublicUrl, type Config } from './config.js';
 import { bidiChannel } from './gateway/bidi-channel.js';
 import { cdpChannel } from './gateway/cdp-channel.js';
+import { liveChannel } from './gateway/live-channel.js';
 import { cdpDiscoveryRoutes } from './gateway/cdp-discovery.js';
 import { SessionTokens } from './gateway/tokens.js';
 import { Gateway } from './gateway/upgrade.js';
@@ -87,7 +89,6 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const app: FastifyInstance = Fastify({
     loggerInstance: log as unknown as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
-    disableRequestLogging: false,
     routerOptions: { maxParamLength: 512 },
     // A path that is not valid percent-encoding never reaches a route or the error handler.
     frameworkErrors: (err, _req, reply) => {
@@ -128,8 +129,9 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
   browserRoutes(app, sessions);
   cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
+  await liveViewRoutes(app, { sessions, tokens });
 
-  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel } });
+  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel, live: liveChannel } });
   app.server.on('upgrade', gateway.onUpgrade);
 
   await app.listen({ host: cfg.host, port: cfg.port });
@@ -159,9 +161,12 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
     stop() {
       stopping ??= (async () => {
         clearInterval(beat);
-        gateway.close();
-        await app.close();
+        // No new requests or upgrades from here; in-flight ones finish.
+        const httpClosed = app.close();
+        // Ending the sessions closes their websockets with 1000 "session ended (server_shutdown)".
         await sessions.shutdown();
+        gateway.close();
+        await httpClosed;
         runtime.close();
         await store.close();
       })();

@@ -51,11 +51,4 @@ export function cdpDiscoveryRoutes(app: FastifyInstance, deps: { sessions: Sessi
       throw new ApiError(426, 'upgrade_required', '/browser/bidi is a WebDriver BiDi websocket: connect to webdriver_ws_url with a websocket client', undefined, { upgrade: 'websocket' });
     },
   );
-  for (const [url, what] of [
-    ['/browser/live', 'Live view of a headful session (?jwt=)'],
-  ] as const) {
-    app.get(url, { config, schema: { summary: what, tags: ['gateway'], security: [], querystring, response: errorResponses } }, async () => {
-      throw new ApiError(501, 'not_implemented', `${url} is not available in this browserd version yet`);
-    });
-  }
 }
