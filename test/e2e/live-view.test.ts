@@ -1078,11 +1078,15 @@ describe('an open live view is activity', () => {
       closed = true;
       const ended = await eventually(async () => (await liveStatus(live)) === 'ended', 45_000, 500);
       assert.ok(ended, 'the session did not end after its viewer left');
-      const res = await fetch(`${server.url}/browsers/${s.session_id}?include_deleted=true`, { headers: server.headers() });
-      assert.equal(res.status, 200);
-      assert.ok(((await res.json()) as BrowserBody).deleted_at, 'deleted_at is set');
+      const deleted = await eventually(async () => {
+        const res = await fetch(`${server.url}/browsers/${s.session_id}?include_deleted=true`, { headers: server.headers() });
+        assert.equal(res.status, 200);
+        return ((await res.json()) as BrowserBody).deleted_at;
+      }, 10_000);
+      assert.ok(deleted, 'deleted_at is set');
+      // The log line comes once the processes are gone, a little after the session stops being live.
       assert.ok(
-        server.output().split('\n').some((l) => l.includes(s.session_id) && l.includes('"reason":"inactivity"')),
+        await eventually(() => server.output().split('\n').some((l) => l.includes(s.session_id) && l.includes('"reason":"inactivity"')), 15_000),
         'the server logged the end for inactivity',
       );
       assert.ok(await eventually(() => sessionProcesses(server.dataDir).every((p) => p.sessionId !== s.session_id), 15_000), 'processes outlived the session');
