@@ -65,6 +65,15 @@ export function sessionPolicy(user: Record<string, unknown> | null): Record<stri
   return merged;
 }
 
+/**
+ * The session's egress as a mandatory policy. Policy outranks every other proxy setting
+ * (the command line, an extension's chrome.proxy, the settings page), so nothing inside
+ * the session can move its traffic off browserd's bridge.
+ */
+export function proxyPolicy(proxy: { server: string; bypassList: string }): Record<string, unknown> {
+  return { ProxySettings: { ProxyMode: 'fixed_servers', ProxyServer: proxy.server, ProxyBypassList: proxy.bypassList } };
+}
+
 /** Every problem with a chrome_policy object: blocked, unknown or wrongly typed policies, each named. */
 export function checkChromePolicy(policy: Record<string, unknown>, schema: PolicySchema): Problem[] {
   const out: Problem[] = [];

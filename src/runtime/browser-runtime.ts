@@ -3,7 +3,9 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { sessionPolicy } from '../domain/chrome-policy.js';
+import { proxyPolicy, sessionPolicy } from '../domain/chrome-policy.js';
+import { CdpClient } from './cdp-client.js';
+import { chownTree, copyTree } from './tree-copy.js';
 import { chromiumArgs } from './chromium-args.js';
 import { ensureX11SocketDir, removeStaleDisplayLocks, startDisplay, type DisplayHandle } from './display.js';
 import { SYSTEM_POLICY_DIR, wrapLaunch } from './launch-wrapper.js';
@@ -26,6 +28,18 @@ export interface LaunchSpec {
   chromePolicy: Record<string, unknown> | null;
   /** Memory limit for all the session's processes together; null: not limited. */
   memoryBytes: number | null;
+  /** Stored profile state copied into the user-data-dir before launch (absent or null: start fresh). */
+  profileDir?: string | null;
+  /** Unpacked extensions, copied into the session directory and loaded with --load-extension. */
+  extensions?: { id: string; dir: string }[];
+  /** Egress: the proxy Chromium uses (browserd's local bridge) and the hosts that bypass it. */
+  proxy?: { server: string; bypassList: string } | null;
+}
+
+/** How a session ends: `graceful` asks Chromium to close (state flushed to disk) before signals; `beforeRemove` runs once every process has exited, before the session's files are removed. */
+export interface StopOptions {
+  graceful?: boolean;
+  beforeRemove?: (sessionDir: string) => Promise<void>;
 }
 
 /** Everything needed to find a session's processes again, also after a server restart (stored as JSON). */
@@ -115,12 +129,13 @@ export class BrowserRuntime {
       fs.mkdirSync(d, { recursive: true, mode: 0o700 });
       if (this.opts.user) fs.chownSync(d, this.opts.user.uid, this.opts.user.gid);
     }
+    const extensionDirs = this.copySessionFiles(dir, spec);
     let display: DisplayHandle | null = null;
     let vnc: VncHandle | null = null;
     let chromiumPid: number | undefined;
     try {
       const cgroupProcs = this.opts.cgroups && spec.memoryBytes ? this.opts.cgroups.create(spec.sessionId, spec.memoryBytes) : null;
-      const policyDir = this.writePolicies(dir, spec.chromePolicy);
+      const policyDir = this.writePolicies(dir, spec.chromePolicy, spec.proxy ?? null);
       const user = this.opts.user;
       if (!spec.headless) {
         display = await startDisplay({
@@ -152,6 +167,8 @@ export class BrowserRuntime {
             width: spec.width,
             height: spec.height,
             startUrl: spec.startUrl,
+            extensionDirs,
+            proxy: spec.proxy ?? null,
           }),
         ],
         { user, cgroupProcs, policyDir },
@@ -186,14 +203,41 @@ export class BrowserRuntime {
    * namespace (root only). Root-owned and read-only for the session user. Every session
    * gets one (browserd's base rules at least), so no session sees another's policies or the host's.
    */
-  private writePolicies(dir: string, policy: Record<string, unknown> | null): string | null {
+  private writePolicies(dir: string, policy: Record<string, unknown> | null, proxy: LaunchSpec['proxy']): string | null {
     if (!this.opts.user) return null;
     const managed = path.join(dir, 'policies', 'managed');
     fs.mkdirSync(managed, { recursive: true, mode: 0o755 });
     fs.chmodSync(path.join(dir, 'policies'), 0o755);
     fs.chmodSync(managed, 0o755);
-    fs.writeFileSync(path.join(managed, 'browserd.json'), JSON.stringify(sessionPolicy(policy)), { mode: 0o644 });
+    fs.writeFileSync(path.join(managed, 'browserd.json'), JSON.stringify({ ...sessionPolicy(policy), ...(proxy ? proxyPolicy(proxy) : {}) }), { mode: 0o644 });
     return path.join(dir, 'policies');
+  }
+
+  /**
+   * Puts what the session starts with into its directory, owned by the session user: the
+   * profile's stored state in the user-data-dir, each extension under extensions/<id>.
+   * Returns the extension directories to load.
+   */
+  private copySessionFiles(dir: string, spec: LaunchSpec): string[] {
+    const owner = this.opts.user;
+    if (spec.profileDir) {
+      const userDataDir = path.join(dir, 'profile');
+      copyTree(spec.profileDir, userDataDir, () => true);
+      if (owner) chownTree(userDataDir, owner.uid, owner.gid);
+    }
+    const out: string[] = [];
+    if (spec.extensions?.length) {
+      const root = path.join(dir, 'extensions');
+      fs.mkdirSync(root, { mode: 0o700 });
+      for (const e of spec.extensions) {
+        const target = path.join(root, e.id);
+        fs.mkdirSync(target, { mode: 0o700 });
+        copyTree(e.dir, target, () => true);
+        out.push(target);
+      }
+      if (owner) chownTree(root, owner.uid, owner.gid);
+    }
+    return out;
   }
 
   /** Chromium writes its port and browser target path to DevToolsActivePort once it listens. */
@@ -243,7 +287,8 @@ export class BrowserRuntime {
    * Ends a session's processes by PID (Chromium first, then its display), then anything
    * else still carrying the session's mark, then removes its temporary files.
    */
-  async stop(sessionId: string, h: RuntimeHandle | null): Promise<void> {
+  async stop(sessionId: string, h: RuntimeHandle | null, opts: StopOptions = {}): Promise<void> {
+    if (h && opts.graceful && belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) await this.closeGracefully(h);
     if (h) {
       if (belongsTo(h.chromium.pid, this.runtimeDir, sessionId)) await terminateGroup(h.chromium.pid, 3000);
       if (h.vnc && belongsTo(h.vnc.pid, this.runtimeDir, sessionId)) await terminateGroup(h.vnc.pid, 2000);
@@ -252,7 +297,29 @@ export class BrowserRuntime {
     await this.killLeftovers(sessionId);
     this.removeStaleLocks();
     this.opts.cgroups?.remove(sessionId);
-    this.removeFiles(sessionId);
+    try {
+      if (opts.beforeRemove && fs.existsSync(this.sessionDir(sessionId))) await opts.beforeRemove(this.sessionDir(sessionId));
+    } finally {
+      this.removeFiles(sessionId);
+    }
+  }
+
+  /**
+   * Asks Chromium to close (Browser.close), which writes cookies, local storage and
+   * IndexedDB to disk, and waits for it to exit. Signals alone may cut a write short.
+   */
+  private async closeGracefully(h: RuntimeHandle): Promise<void> {
+    try {
+      const cdp = await CdpClient.connect(`ws://127.0.0.1:${h.chromium.port}${h.chromium.wsPath}`, 3000);
+      try {
+        await cdp.send('Browser.close', {}, undefined, 5000).catch(() => undefined);
+      } finally {
+        cdp.close();
+      }
+      await waitForExit([h.chromium.pid], 10_000);
+    } catch (err) {
+      this.opts.log.warn({ pid: h.chromium.pid, err: String(err) }, 'graceful browser close failed; ending it with signals');
+    }
   }
 
   /** At server stop: removes the temp root when no session (re-adoptable after a crash) uses it. */

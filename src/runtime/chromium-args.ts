@@ -5,6 +5,10 @@ export interface ChromiumLaunchOptions {
   width: number;
   height: number;
   startUrl: string | null;
+  /** Unpacked extension directories to load (and the only extensions allowed). */
+  extensionDirs?: string[];
+  /** Chromium's proxy (browserd's local egress bridge) and its bypass list. */
+  proxy?: { server: string; bypassList: string } | null;
 }
 
 /**
@@ -31,6 +35,11 @@ export function chromiumArgs(o: ChromiumLaunchOptions): string[] {
     `--window-size=${o.width},${o.height}`,
     '--window-position=0,0',
   ];
+  if (o.extensionDirs?.length) {
+    const dirs = o.extensionDirs.join(',');
+    args.push(`--load-extension=${dirs}`, `--disable-extensions-except=${dirs}`);
+  }
+  if (o.proxy) args.push(`--proxy-server=${o.proxy.server}`, `--proxy-bypass-list=${o.proxy.bypassList}`);
   // The viewport is the screen: Xvfb's size for headful sessions, this flag for headless ones
   // (new headless otherwise reports an 800x600 screen).
   if (o.headless) args.push('--headless', `--screen-info={${o.width}x${o.height}}`);

@@ -7,6 +7,18 @@ export interface SessionConfig {
   viewport: ResolvedViewport;
   /** Policies applied to this session, echoed back; absent when none were given. */
   chromePolicy?: Record<string, unknown>;
+  /** Ids of the vaults linked at creation (immutable; also in browser_session_vaults); absent when none. */
+  vaults?: string[];
+  /** The profile the session started from (a snapshot of its metadata) and whether it saves back into it. */
+  profile?: { id: string; name: string | null; createdAt: string; saveChanges: boolean };
+  /** Ids of the extensions loaded at creation, in request order. */
+  extensions?: string[];
+  /** Proxy selection as last requested (absent: never given, the stealth-derived default). */
+  proxy?: { mode: 'direct' | 'default' } | { id: string };
+  /** The network configuration given at creation, echoed back (immutable). */
+  network?: { private_hosts?: string[] };
+  /** Port of the session's local egress bridge (Chromium's --proxy-server), reopened on re-adoption. */
+  bridgePort?: number;
 }
 
 /** A session row with its JSON columns parsed and booleans restored. */

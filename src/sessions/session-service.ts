@@ -11,7 +11,14 @@ import { CapacityExhausted, Conflict, Forbidden, InternalError, NotFound, invali
 import type { BrowserRuntime, RuntimeHandle } from '../runtime/browser-runtime.js';
 import { browserView } from './browser-view.js';
 import type { SessionRecord } from './session-record.js';
+import type { PreparedResources, SessionResources } from './session-resources.js';
 import type { ListFilter, SessionRepo } from './session-repo.js';
+
+/** What session creation needs from the vaults: resolve the request's references, record the links. */
+export interface VaultLinks {
+  resolveForSession(projectId: string, refs: { id?: string; name?: string }[]): Promise<string[]>;
+  linkSession(sessionId: string, vaultIds: string[]): Promise<void>;
+}
 
 /** Something the gateway holds open for a session (a websocket pair); closed when the session ends. */
 export interface SessionClient {
@@ -52,6 +59,10 @@ export class SessionService {
       memoryEnforced: boolean;
       nodeId: string;
       log: Logger;
+      /** Resolves and links the create request's `vaults` (absent: the request may not name any). */
+      vaults?: VaultLinks;
+      /** Profile, extensions, proxy and network of sessions (absent: requests may not name any). */
+      resources?: SessionResources;
     },
   ) {
     this.publicUrl = deps.config.publicUrl ?? '';
@@ -84,6 +95,8 @@ export class SessionService {
     const gate = checkPlanGates(req, p.organization.plan);
     if (gate) throw new Forbidden(gate, 'plan_required');
     const r = resolveCreate(req);
+    // Unknown vaults are a 404 naming each entry; resolved once, by id or name, and linked by id.
+    const vaultIds = req.vaults?.length ? await this.mustVaults().resolveForSession(p.projectId, req.vaults) : [];
     if (!this.deps.config.regions.includes(r.region)) {
       throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.regions.join(', ')}`);
     }
@@ -107,7 +120,7 @@ export class SessionService {
       invocationId: r.invocationId,
       startUrl: r.startUrl,
       tags: r.tags,
-      config: { viewport: r.viewport, ...(r.chromePolicy ? { chromePolicy: r.chromePolicy } : {}) },
+      config: { viewport: r.viewport, ...(r.chromePolicy ? { chromePolicy: r.chromePolicy } : {}), ...(vaultIds.length ? { vaults: vaultIds } : {}) },
       runtime: null,
       createdAt: now,
       lastActiveAt: now,
@@ -119,8 +132,21 @@ export class SessionService {
     // The slot is held from here, so concurrent creates cannot overshoot the capacity.
     let release!: () => void;
     this.starting.set(record.id, new Promise<void>((res) => (release = res)));
+    let prepared: PreparedResources | null = null;
     try {
+      // Profile, extensions, proxy: resolved (404 naming the field) and reserved (409) before the session is recorded.
+      prepared = this.deps.resources ? await this.deps.resources.prepare(p, req, record.id) : null;
+      if (prepared) record.config = { ...record.config, ...prepared.config };
       await this.deps.repo.insert(record);
+      if (vaultIds.length) {
+        try {
+          await this.mustVaults().linkSession(record.id, vaultIds);
+        } catch (err) {
+          await this.deps.repo.markDeleted(record.id, nowIso(), 0, 'launch_failed');
+          await this.deps.repo.markUsageReady(record.id);
+          throw err;
+        }
+      }
       let handle: RuntimeHandle;
       try {
         handle = await this.deps.runtime.launch({
@@ -133,6 +159,7 @@ export class SessionService {
           startUrl: r.startUrl,
           chromePolicy: r.chromePolicy,
           memoryBytes: this.deps.memoryEnforced ? r.memoryBytes : null,
+          ...prepared?.launch,
         });
       } catch (err) {
         this.deps.log.error({ session_id: record.id, err: String(err) }, 'browser launch failed');
@@ -150,6 +177,10 @@ export class SessionService {
       }
       this.live.set(record.id, { record, handle, clients: new Set(), lastActiveMs: Date.now() });
       this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid }, 'session started');
+      this.deps.resources?.started(record).catch((err) => this.deps.log.warn({ session_id: record.id, err: String(err) }, 'could not record resource use'));
+    } catch (err) {
+      await prepared?.abort();
+      throw err;
     } finally {
       this.starting.delete(record.id);
       release();
@@ -256,10 +287,11 @@ export class SessionService {
     }
     if (l) for (const c of [...l.clients]) c.close(1000, `session ended (${reason})`);
     try {
-      await this.deps.runtime.stop(id, l?.handle ?? record.runtime);
+      await this.deps.runtime.stop(id, l?.handle ?? record.runtime, this.deps.resources?.stopOptions(record));
     } finally {
       this.live.delete(id);
     }
+    await this.deps.resources?.ended(record);
     await this.deps.repo.markUsageReady(id);
     this.deps.log.info({ session_id: id, reason }, 'session ended');
   }
@@ -292,7 +324,7 @@ export class SessionService {
     let adopted = 0;
     let ended = 0;
     for (const s of unfinished) {
-      if (s.deletedAt === null && s.status === 'active' && s.runtime && (await this.deps.runtime.probe(s.runtime, s.id))) {
+      if (s.deletedAt === null && s.status === 'active' && s.runtime && (await this.deps.runtime.probe(s.runtime, s.id)) && (await this.adoptResources(s))) {
         // The grace period restarts now: the server was away, not the clients' fault.
         this.live.set(s.id, { record: s, handle: s.runtime, clients: new Set(), lastActiveMs: Date.now() });
         adopted++;
@@ -302,6 +334,7 @@ export class SessionService {
       ended++;
     }
     const swept = await this.deps.runtime.sweep(new Set(this.live.keys()));
+    await this.deps.resources?.reconcile();
     return { adopted, ended, swept };
   }
 
@@ -314,6 +347,21 @@ export class SessionService {
   }
 
   // ---- helpers --------------------------------------------------------------------
+
+  private async adoptResources(s: SessionRecord): Promise<boolean> {
+    if (!this.deps.resources) return true;
+    try {
+      return await this.deps.resources.adopt(s);
+    } catch (err) {
+      this.deps.log.warn({ session_id: s.id, err: String(err) }, 'could not restore what the session uses; ending it');
+      return false;
+    }
+  }
+
+  private mustVaults(): VaultLinks {
+    if (!this.deps.vaults) throw new InternalError('vaults are not available on this server');
+    return this.deps.vaults;
+  }
 
   private async policySchema() {
     try {
@@ -331,6 +379,7 @@ export class SessionService {
   }
 
   private async view(s: SessionRecord): Promise<Record<string, unknown>> {
-    return browserView(s, await this.urls(s));
+    const [urls, extra] = await Promise.all([this.urls(s), this.deps.resources?.view(s) ?? {}]);
+    return { ...browserView(s, urls), ...extra };
   }
 }

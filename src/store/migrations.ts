@@ -89,6 +89,115 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('browser_sessions_project_created').on('browser_sessions').columns(['project_id', 'created_at']).execute();
     },
   },
+  '0002_vaults': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('vaults')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('name', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addUniqueConstraint('vaults_project_name', ['project_id', 'name'])
+        .execute();
+      await db.schema.createIndex('vaults_project_created').on('vaults').columns(['project_id', 'created_at']).execute();
+      await db.schema
+        .createTable('vault_items')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('vault_id', 'text', (c) => c.notNull().references('vaults.id'))
+        .addColumn('project_id', 'text', (c) => c.notNull())
+        .addColumn('key', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('spec', 'text', (c) => c.notNull())
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('public_values', 'text', (c) => c.notNull())
+        .addColumn('value_fields', 'text', (c) => c.notNull())
+        .addColumn('version', 'integer', (c) => c.notNull())
+        .addColumn('parent_id', 'text')
+        .addColumn('idempotency_key', 'text')
+        .addColumn('expires_at', 'text')
+        .addColumn('action_id', 'text')
+        .addColumn('action_expires_at', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addUniqueConstraint('vault_items_vault_key', ['vault_id', 'key'])
+        .execute();
+      await db.schema.createIndex('vault_items_parent').on('vault_items').column('parent_id').execute();
+      // Secret values live apart from the metadata: deleting this row destroys the item's only data key.
+      await db.schema
+        .createTable('vault_item_secrets')
+        .addColumn('item_id', 'text', (c) => c.primaryKey().references('vault_items.id'))
+        .addColumn('kek_id', 'text', (c) => c.notNull())
+        .addColumn('wrapped_key', 'text', (c) => c.notNull())
+        .addColumn('ciphertext', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .execute();
+      // Links are immutable and outlive the vault (a deleted vault leaves a dangling id that matches nothing).
+      await db.schema
+        .createTable('browser_session_vaults')
+        .addColumn('session_id', 'text', (c) => c.notNull().references('browser_sessions.id'))
+        .addColumn('vault_id', 'text', (c) => c.notNull())
+        .addColumn('position', 'integer', (c) => c.notNull())
+        .addPrimaryKeyConstraint('browser_session_vaults_pk', ['session_id', 'vault_id'])
+        .execute();
+      await db.schema.createIndex('browser_session_vaults_vault').on('browser_session_vaults').column('vault_id').execute();
+    },
+  },
+  '0003_profiles_extensions_proxies': {
+    async up(db: Kysely<any>) {
+      // Names are optional; a UNIQUE constraint lets any number of NULL names through in both engines.
+      await db.schema
+        .createTable('profiles')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('name', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        // The one active session that will write its state back (save_changes: true), if any.
+        .addColumn('writer_session_id', 'text')
+        .addUniqueConstraint('profiles_project_name', ['project_id', 'name'])
+        .execute();
+      await db.schema.createIndex('profiles_project_created').on('profiles').columns(['project_id', 'created_at']).execute();
+      await db.schema
+        .createTable('extensions')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('name', 'text')
+        .addColumn('size_bytes', 'integer', (c) => c.notNull())
+        .addColumn('checksum', 'text', (c) => c.notNull())
+        .addColumn('manifest_name', 'text', (c) => c.notNull())
+        .addColumn('manifest_version', 'integer', (c) => c.notNull())
+        .addColumn('version', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('last_used_at', 'text')
+        .addUniqueConstraint('extensions_project_name', ['project_id', 'name'])
+        .execute();
+      await db.schema.createIndex('extensions_project_created').on('extensions').columns(['project_id', 'created_at']).execute();
+      // Proxies are soft-deleted (sessions that use one keep it); names need not be unique.
+      await db.schema
+        .createTable('proxies')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('name', 'text')
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('protocol', 'text', (c) => c.notNull())
+        .addColumn('host', 'text', (c) => c.notNull())
+        .addColumn('port', 'integer', (c) => c.notNull())
+        .addColumn('username', 'text')
+        // JSON: the password sealed with AES-256-GCM (never stored or returned in clear).
+        .addColumn('password_sealed', 'text')
+        .addColumn('bypass_hosts', 'text', (c) => c.notNull())
+        .addColumn('status', 'text')
+        .addColumn('last_checked', 'text')
+        .addColumn('ip_address', 'text')
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addColumn('deleted_at', 'text')
+        .execute();
+      await db.schema.createIndex('proxies_project_created').on('proxies').columns(['project_id', 'created_at']).execute();
+    },
+  },
 };
 
 class InCodeMigrations implements MigrationProvider {

@@ -80,6 +80,106 @@ export interface BrowserSessionTagsTable {
   value: string;
 }
 
+export interface VaultsTable {
+  id: string;
+  project_id: string;
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Metadata of a vault item; never a secret value (those are in vault_item_secrets, encrypted). */
+export interface VaultItemsTable {
+  id: string;
+  vault_id: string;
+  project_id: string;
+  key: string;
+  type: string;
+  /** JSON: the normalized spec. */
+  spec: string;
+  /** JSON: status, status_reason and type-specific safe state (provider, authorization id, card display). */
+  state: string;
+  /** JSON object: values of fields marked non-sensitive (shown in listings). */
+  public_values: string;
+  /** JSON array: names of the fields that hold a value, sensitive or not. */
+  value_fields: string;
+  version: number;
+  /** single_use_card: the wallet item that issued it. */
+  parent_id: string | null;
+  /** single_use_card: the Idempotency-Key of its checkout at the provider. */
+  idempotency_key: string | null;
+  expires_at: string | null;
+  /** The open collection session (at most one per item) and its expiry. */
+  action_id: string | null;
+  action_expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/** One item's secret values: AES-256-GCM under a data key that is stored only wrapped by the KEK. */
+export interface VaultItemSecretsTable {
+  item_id: string;
+  kek_id: string;
+  /** base64 */
+  wrapped_key: string;
+  /** base64 */
+  ciphertext: string;
+  created_at: string;
+}
+
+export interface BrowserSessionVaultsTable {
+  session_id: string;
+  vault_id: string;
+  position: number;
+}
+
+export interface ProfilesTable {
+  id: string;
+  project_id: string;
+  name: string | null;
+  created_at: string;
+  updated_at: string;
+  last_used_at: string | null;
+  /** The active session that writes its state back when it ends (save_changes: true); at most one. */
+  writer_session_id: string | null;
+}
+
+export interface ExtensionsTable {
+  id: string;
+  project_id: string;
+  name: string | null;
+  size_bytes: number;
+  /** SHA-256 (hex) of the uploaded archive's exact bytes. */
+  checksum: string;
+  manifest_name: string;
+  manifest_version: number;
+  version: string;
+  created_at: string;
+  last_used_at: string | null;
+}
+
+export interface ProxiesTable {
+  id: string;
+  project_id: string;
+  name: string | null;
+  type: string;
+  /** http | https | socks5 */
+  protocol: string;
+  host: string;
+  port: number;
+  username: string | null;
+  /** JSON: the password sealed with AES-256-GCM; null when the proxy has none. */
+  password_sealed: string | null;
+  /** JSON array of host patterns the proxy itself is bypassed for. */
+  bypass_hosts: string;
+  status: string | null;
+  last_checked: string | null;
+  ip_address: string | null;
+  created_at: string;
+  updated_at: string;
+  deleted_at: string | null;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   projects: ProjectsTable;
@@ -88,4 +188,11 @@ export interface Database {
   nodes: NodesTable;
   browser_sessions: BrowserSessionsTable;
   browser_session_tags: BrowserSessionTagsTable;
+  vaults: VaultsTable;
+  vault_items: VaultItemsTable;
+  vault_item_secrets: VaultItemSecretsTable;
+  browser_session_vaults: BrowserSessionVaultsTable;
+  profiles: ProfilesTable;
+  extensions: ExtensionsTable;
+  proxies: ProxiesTable;
 }
