@@ -99,7 +99,7 @@ async function attach(url: string, targetId: string) {
 }
 
 async function main(): Promise<void> {
-  const server = await startServer({ env: { BROWSERD_LOG_LEVEL: 'warn', BROWSERD_RATE_LIMIT: '0' } });
+  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0' } });
   try {
     const res = await fetch(`${server.url}/browsers`, {
       method: 'POST',
