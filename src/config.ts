@@ -27,6 +27,20 @@ export interface Config {
   logLevel: string;
   /** How often the inactivity reaper runs, in ms (the contract fixes 5 s; tests keep it). */
   reaperIntervalMs: number;
+  /**
+   * Key-encryption key of vault items (BROWSERD_VAULT_KEK, 32 bytes). Absent: the key file
+   * `<data dir>/vault.key` is used, created (mode 0600) at the first start.
+   */
+  vaultKek?: Buffer;
+  /** The `link` wallet provider (BROWSERD_LINK_URL and its OAuth client). Absent: wallets cannot use it. */
+  link?: LinkProviderConfig;
+}
+
+export interface LinkProviderConfig {
+  /** Base URL of the provider's API and OAuth endpoints, without a trailing slash. */
+  url: string;
+  clientId: string;
+  clientSecret: string;
 }
 
 export class ConfigError extends Error {
@@ -129,6 +143,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const publicRaw = (env.BROWSERD_PUBLIC_URL ?? '').trim();
   const publicUrl = publicRaw ? normalizePublicUrl(publicRaw, problems) : port === 0 ? null : defaultPublicUrl(host, port);
 
+  const vaultKek = vaultKekVar(env, problems);
+  const link = linkVars(env, problems);
+
   if (problems.length) throw new ConfigError(problems);
   return {
     host,
@@ -146,5 +163,52 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     nodeId,
     logLevel,
     reaperIntervalMs,
+    ...(vaultKek ? { vaultKek } : {}),
+    ...(link ? { link } : {}),
   };
+}
+
+/** BROWSERD_VAULT_KEK: standard or URL-safe base64 of exactly 32 random bytes. */
+function vaultKekVar(env: NodeJS.ProcessEnv, problems: string[]): Buffer | null {
+  const raw = (env.BROWSERD_VAULT_KEK ?? '').trim();
+  if (!raw) return null;
+  // The value itself never goes into a message: it is the key.
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(raw)) {
+    problems.push('BROWSERD_VAULT_KEK must be base64 of 32 bytes (for example: openssl rand -base64 32)');
+    return null;
+  }
+  const key = Buffer.from(raw.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
+  if (key.length !== 32) {
+    problems.push(`BROWSERD_VAULT_KEK must be base64 of exactly 32 bytes, got ${key.length} bytes (for example: openssl rand -base64 32)`);
+    return null;
+  }
+  return key;
+}
+
+/** BROWSERD_LINK_URL with BROWSERD_LINK_CLIENT_ID and BROWSERD_LINK_CLIENT_SECRET: all three or none. */
+function linkVars(env: NodeJS.ProcessEnv, problems: string[]): LinkProviderConfig | null {
+  const url = (env.BROWSERD_LINK_URL ?? '').trim();
+  const clientId = (env.BROWSERD_LINK_CLIENT_ID ?? '').trim();
+  const clientSecret = (env.BROWSERD_LINK_CLIENT_SECRET ?? '').trim();
+  if (!url && !clientId && !clientSecret) return null;
+  let parsed: URL | null = null;
+  try {
+    parsed = url ? new URL(url) : null;
+  } catch {
+    /* reported below */
+  }
+  let ok = true;
+  if (!parsed || (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') || parsed.search || parsed.hash || parsed.username) {
+    problems.push('BROWSERD_LINK_URL must be an absolute http(s) URL without a query, fragment or credentials');
+    ok = false;
+  }
+  if (!clientId || !/^[\x21-\x7e]{1,255}$/.test(clientId)) {
+    problems.push('BROWSERD_LINK_CLIENT_ID must be set (1 to 255 printable characters) when BROWSERD_LINK_URL is');
+    ok = false;
+  }
+  if (!clientSecret || !/^[\x21-\x7e]{1,1024}$/.test(clientSecret)) {
+    problems.push('BROWSERD_LINK_CLIENT_SECRET must be set (printable characters, no spaces) when BROWSERD_LINK_URL is');
+    ok = false;
+  }
+  return ok ? { url: parsed!.toString().replace(/\/+$/, ''), clientId, clientSecret } : null;
 }
