@@ -33,6 +33,8 @@ export function browserView(s: SessionRecord, urls: SessionUrls, nowMs = Date.no
   if (Object.keys(s.tags).length) body.tags = s.tags;
   if (s.startUrl !== null) body.start_url = s.startUrl;
   if (s.config.chromePolicy) body.chrome_policy = s.config.chromePolicy;
+  // Linked vaults are named by id, as selected proxies are: the link holds whatever name the vault has now.
+  if (s.config.vaults?.length) body.vaults = s.config.vaults.map((id) => ({ id }));
   if (s.invocationId !== null) body.invocation_id = s.invocationId;
   if (s.deletedAt) {
     body.deleted_at = s.deletedAt;

@@ -1,0 +1,166 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { ApiError, NotFound } from '../http/errors.js';
+import type { VaultService } from '../vaults/vault-service.js';
+import { errorResponses } from './schemas.js';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const WEB = path.join(ROOT, 'web');
+
+/** Headers for pages reached with a token in the URL: never cached, framed, sniffed or sent on as a referrer. */
+function privatePage(reply: FastifyReply): FastifyReply {
+  return reply
+    .header('cache-control', 'no-store')
+    .header('referrer-policy', 'no-referrer')
+    .header('x-frame-options', 'DENY')
+    .header('x-content-type-options', 'nosniff')
+    .header('content-security-policy', "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'");
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+}
+
+/** A small self-contained page for outcomes (authorization done, link unusable). */
+function messagePage(title: string, text: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><link rel="icon" href="data:,"></head><body style="font:15px system-ui,sans-serif;max-width:34em;margin:3em auto;padding:0 1em"><h1 id="title" style="font-size:1.3em">${escapeHtml(title)}</h1><p id="message">${escapeHtml(text)}</p></body></html>`;
+}
+
+const Jwt = Type.Object({ jwt: Type.Optional(Type.String({ maxLength: 4096 })) });
+const open = { auth: false };
+
+/**
+ * The pages a person opens from an item's `action.url`, without an API key: the signed,
+ * short-lived, single-use token in the URL is the credential.
+ *
+ * - `GET /vault-collect?jwt=` the form for an item's values (web/vault-collect.*), which reads
+ *   `GET /vault-collect/form` (the fields, never a value) and posts `POST /vault-collect/submit`;
+ * - `GET /vault-oauth/start?jwt=` redirects to the wallet provider's authorization page, which
+ *   returns to `GET /vault-oauth/callback`.
+ */
+export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService): Promise<void> {
+  const html = fs.readFileSync(path.join(WEB, 'vault-collect.html'), 'utf8');
+  const pageTags = ['vault pages'];
+
+  app.get<{ Querystring: { jwt?: string } }>(
+    '/vault-collect',
+    { config: open, schema: { summary: 'Collection page of a vault item (from action.url; no key, the jwt is the credential)', tags: pageTags, security: [], querystring: Jwt } },
+    async (req, reply) => {
+      privatePage(reply);
+      try {
+        await vaults.collectForm(req.query.jwt);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message));
+      }
+      return reply.type('text/html; charset=utf-8').send(html);
+    },
+  );
+
+  app.get<{ Querystring: { jwt?: string } }>(
+    '/vault-collect/form',
+    {
+      config: open,
+      schema: {
+        summary: 'The fields the collection page asks for (never a value)',
+        tags: pageTags,
+        security: [],
+        querystring: Jwt,
+        response: {
+          200: Type.Object({
+            vault: Type.String(),
+            item: Type.Object({ key: Type.String(), type: Type.String(), status: Type.String() }),
+            fields: Type.Array(
+              Type.Object({ name: Type.String(), label: Type.String(), kind: Type.String(), sensitive: Type.Boolean(), required: Type.Boolean(), has_value: Type.Boolean() }),
+            ),
+            expires_at: Type.String({ format: 'date-time' }),
+          }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (req, reply) => {
+      privatePage(reply);
+      return vaults.collectForm(req.query.jwt);
+    },
+  );
+
+  app.post<{ Querystring: { jwt?: string }; Body: { values: Record<string, string> } }>(
+    '/vault-collect/submit',
+    {
+      config: open,
+      schema: {
+        summary: 'Store the values a person entered (encrypted); the link is then used up',
+        tags: pageTags,
+        security: [],
+        querystring: Jwt,
+        body: Type.Object({ values: Type.Record(Type.String(), Type.String({ maxLength: 20_000 }), { maxProperties: 64 }) }, { additionalProperties: false }),
+        response: {
+          200: Type.Object({ item: Type.Object({ key: Type.String(), type: Type.String() }), state: Type.Object({ status: Type.String(), status_reason: Type.String() }) }),
+          ...errorResponses,
+        },
+      },
+    },
+    async (req, reply) => {
+      privatePage(reply);
+      return vaults.collectSubmit(req.query.jwt, req.body.values);
+    },
+  );
+
+  // Two small files, read once: no static-file plugin needed.
+  const assets = new Map(
+    (['vault-collect.js', 'vault-collect.css'] as const).map((f) => [f, { body: fs.readFileSync(path.join(WEB, f), 'utf8'), type: f.endsWith('.js') ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8' }]),
+  );
+  app.get<{ Params: { file: string } }>('/vault-collect/assets/:file', { config: { auth: false, rateLimit: false as const }, schema: { hide: true } }, async (req, reply) => {
+    const a = assets.get(req.params.file as 'vault-collect.js');
+    if (!a) throw new NotFound(`no asset ${req.params.file}`);
+    return reply.header('cache-control', 'no-cache').header('x-content-type-options', 'nosniff').type(a.type).send(a.body);
+  });
+
+  app.get<{ Querystring: { jwt?: string } }>(
+    '/vault-oauth/start',
+    { config: open, schema: { summary: "Authorization link of a wallet (from action.url): redirects to the provider's consent page", tags: pageTags, security: [], querystring: Jwt } },
+    async (req, reply) => {
+      privatePage(reply);
+      try {
+        return reply.redirect(await vaults.oauthStart(req.query.jwt), 302);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message));
+      }
+    },
+  );
+
+  app.get<{ Querystring: { state?: string; code?: string; error?: string } }>(
+    '/vault-oauth/callback',
+    {
+      config: open,
+      // The query carries the authorization code: this route's requests are not logged.
+      logLevel: 'warn',
+      schema: {
+        summary: "The wallet provider's redirect back after the owner decided",
+        tags: pageTags,
+        security: [],
+        querystring: Type.Object({
+          state: Type.Optional(Type.String({ maxLength: 4096 })),
+          code: Type.Optional(Type.String({ maxLength: 4096 })),
+          error: Type.Optional(Type.String({ maxLength: 256 })),
+          error_description: Type.Optional(Type.String({ maxLength: 2048 })),
+        }),
+      },
+    },
+    async (req, reply) => {
+      privatePage(reply).type('text/html; charset=utf-8');
+      try {
+        const r = await vaults.oauthCallback(req.query);
+        if (r.status === 'active') return reply.send(messagePage('Wallet connected', `Wallet "${r.key}" is authorized. You can close this page.`));
+        return reply.code(400).send(messagePage('Authorization not completed', `Wallet "${r.key}" was not authorized at the provider. Ask for a new link to try again.`));
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return reply.code(err.status).send(messagePage('Authorization not completed', err.message));
+      }
+    },
+  );
+}
