@@ -2,7 +2,7 @@ import type { Plan } from '../accounts/plans.js';
 import type { Region } from '../config.js';
 import type { BrowserCreateRequest } from './browser-request.js';
 import { checkPrivateHosts } from './private-hosts.js';
-import { checkTelemetryRules, resolveCreateTelemetry } from './telemetry-request.js';
+import { checkTelemetryRules } from './telemetry-request.js';
 import { resolveViewport, type ResolvedViewport } from './viewport.js';
 
 /** A broken rule, naming the field (dotted path, `[i]` for array entries). */
@@ -33,7 +33,7 @@ export interface ResolvedCreate {
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 /** Parts of the contract this build does not carry out yet; refused rather than silently ignored. */
-const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['extensions', 'proxy', 'proxy_id', 'network'];
+const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['proxy', 'proxy_id', 'network'];
 
 function exactlyOne(obj: Record<string, unknown>, keys: string[], field: string, out: Problem[]): void {
   const given = keys.filter((k) => obj[k] !== undefined);
@@ -72,9 +72,6 @@ export function checkCreateRules(req: BrowserCreateRequest): Problem[] {
   }
   if (req.gpu === true) out.push({ field: 'gpu', message: 'GPU acceleration is not available on this node' });
   if (req.stealth === true) out.push({ field: 'stealth', message: 'stealth mode is not supported by this browserd version yet' });
-  if (resolveCreateTelemetry(req.telemetry) !== null) {
-    out.push({ field: 'telemetry', message: 'telemetry capture is not supported by this browserd version yet' });
-  }
   return out;
 }
 

@@ -2,6 +2,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Principal } from '../accounts/accounts.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
+import type { ExtensionService } from '../extensions/extension-service.js';
 import type { ProfileService } from '../profiles/profile-service.js';
 import { profileView } from '../profiles/profile-service.js';
 import type { LaunchSpec, StopOptions } from '../runtime/browser-runtime.js';
@@ -22,7 +23,7 @@ export interface PreparedResources {
  * the Browser body. SessionService calls these hooks; the rules live here.
  */
 export class SessionResources {
-  constructor(private readonly deps: { profiles: ProfileService; log: Logger }) {}
+  constructor(private readonly deps: { profiles: ProfileService; extensions: ExtensionService; log: Logger }) {}
 
   /**
    * Resolves every reference of the request (404 naming the field when one does not exist)
@@ -36,6 +37,11 @@ export class SessionResources {
     const config: Partial<SessionConfig> = {};
     const launch: PreparedResources['launch'] = {};
     try {
+      if (req.extensions?.length) {
+        const rows = await this.deps.extensions.resolveForSession(p.projectId, req.extensions);
+        config.extensions = rows.map((r) => r.id);
+        launch.extensions = rows.map((r) => ({ id: r.id, dir: this.deps.extensions.unpackedDir(r.id) }));
+      }
       if (req.profile) {
         const saveChanges = req.profile.save_changes === true;
         const row = await this.deps.profiles.resolve(p.projectId, req.profile);
@@ -56,6 +62,7 @@ export class SessionResources {
   /** The session runs: its resources count as used. */
   async started(s: SessionRecord): Promise<void> {
     if (s.config.profile) await this.deps.profiles.markUsed(s.config.profile.id);
+    if (s.config.extensions?.length) await this.deps.extensions.markUsed(s.config.extensions);
   }
 
   /** How the runtime ends the session: a session that saves into its profile closes gracefully and is saved before its files go. */

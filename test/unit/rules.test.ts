@@ -147,17 +147,19 @@ describe('start_url', () => {
 
 describe('fields this version refuses (named, not silently ignored)', () => {
   const cases: [keyof BrowserCreateRequest, BrowserCreateRequest][] = [
-    ['extensions', { extensions: [{ name: 'ext' }] }],
     ['proxy', { proxy: { mode: 'direct' } }],
     ['proxy_id', { proxy_id: 'p1' }],
-    ['vaults', { vaults: [{ id: 'v' }] }],
     ['network', { network: { private_hosts: [] } }],
   ];
   for (const [field, req] of cases) {
     test(field, () => has(req, field, NOT_YET));
   }
+  test('vaults are carried out now: not refused', () => hasNot({ vaults: [{ id: 'v' }, { name: 'n' }] }, 'vaults', NOT_YET));
   test('profile is carried out now: not refused', () => hasNot({ profile: { id: 'p', save_changes: true } }, 'profile', NOT_YET));
-  test('an empty extensions list is still refused (the field is given)', () => has({ extensions: [] }, 'extensions', NOT_YET));
+  test('extensions are carried out now: not refused (empty list included)', () => {
+    hasNot({ extensions: [{ name: 'ext' }] }, 'extensions', NOT_YET);
+    hasNot({ extensions: [] }, 'extensions', NOT_YET);
+  });
   test('stealth=true is refused; stealth=false is fine', () => {
     has({ stealth: true }, 'stealth', NOT_YET);
     hasNot({ stealth: false }, 'stealth');
