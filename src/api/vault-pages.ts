@@ -24,10 +24,12 @@ function escapeHtml(s: string): string {
 }
 
 /** A small self-contained page for outcomes (authorization done, link unusable). */
-function messagePage(title: string, text: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><link rel="icon" href="data:,"></head><body style="font:15px system-ui,sans-serif;max-width:34em;margin:3em auto;padding:0 1em"><h1 id="title" style="font-size:1.3em">${escapeHtml(title)}</h1><p id="message">${escapeHtml(text)}</p></body></html>`;
+function messagePage(title: string, text: string, css = 'vault-collect/assets/vault-collect.css'): string {
+  // Served under /vault-collect and /vault-oauth alike: the stylesheet is found relative to either.
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)}</title><link rel="stylesheet" href="__CSS__"><link rel="icon" href="data:,"></head><body><main><h1 id="title">${escapeHtml(title)}</h1><p id="message">${escapeHtml(text)}</p></main></body></html>`.replace('__CSS__', css);
 }
 
+const OAUTH_CSS = '../vault-collect/assets/vault-collect.css';
 const Jwt = Type.Object({ jwt: Type.Optional(Type.String({ maxLength: 4096 })) });
 const open = { auth: false };
 
@@ -128,7 +130,7 @@ export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService
         return reply.redirect(await vaults.oauthStart(req.query.jwt), 302);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message));
+        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message, OAUTH_CSS));
       }
     },
   );
@@ -155,11 +157,11 @@ export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService
       privatePage(reply).type('text/html; charset=utf-8');
       try {
         const r = await vaults.oauthCallback(req.query);
-        if (r.status === 'active') return reply.send(messagePage('Wallet connected', `Wallet "${r.key}" is authorized. You can close this page.`));
-        return reply.code(400).send(messagePage('Authorization not completed', `Wallet "${r.key}" was not authorized at the provider. Ask for a new link to try again.`));
+        if (r.status === 'active') return reply.send(messagePage('Wallet connected', `Wallet "${r.key}" is authorized. You can close this page.`, OAUTH_CSS));
+        return reply.code(400).send(messagePage('Authorization not completed', `Wallet "${r.key}" was not authorized at the provider. Ask for a new link to try again.`, OAUTH_CSS));
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        return reply.code(err.status).send(messagePage('Authorization not completed', err.message));
+        return reply.code(err.status).send(messagePage('Authorization not completed', err.message, OAUTH_CSS));
       }
     },
   );

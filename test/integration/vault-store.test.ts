@@ -88,9 +88,9 @@ for (const backend of BACKENDS.filter((b) => !process.env.ONLY_BACKEND || b.name
     let p2: Principal;
     /** Every response of the service in these tests: none may hold a secret. */
     const answers: string[] = [];
-    const seen = <T>(v: T): T => {
+    const seen = (v: unknown): Json => {
       answers.push(JSON.stringify(v));
-      return v;
+      return v as Json;
     };
 
     before(async () => {
@@ -257,7 +257,7 @@ for (const backend of BACKENDS.filter((b) => !process.env.ONLY_BACKEND || b.name
         assert.ok(!JSON.stringify(bad.toBody()).includes(PASSWORD));
         const done = await collect(item, { email: USER, password: PASSWORD, otp: SEED });
         assert.equal(done.state.status, 'ready');
-        const listed = seen(await vaults.listItems(p1, 'items', null)).find((i) => i.key === 'login')!;
+        const listed = seen(await vaults.listItems(p1, 'items', null)).find((i: Json) => i.key === 'login')!;
         assert.equal((listed.state as Json).status, 'ready');
         assert.equal(listed.action, undefined, 'the used session is closed');
         const fields = (listed.state as Json).fields as Json[];
@@ -355,13 +355,13 @@ for (const backend of BACKENDS.filter((b) => !process.env.ONLY_BACKEND || b.name
         const NOTE = `line one\nline ${crypto.randomBytes(6).toString('hex')}`;
         await collect(await vaults.getItem(p1, 'kinds', 'codes', []), { note: NOTE });
         const list = seen(await vaults.listItems(p1, 'kinds', null));
-        assert.deepEqual(list.map((i) => [i.key, i.type, (i.state as Json).status]), [
+        assert.deepEqual(list.map((i: Json) => [i.key, i.type, (i.state as Json).status]), [
           ['codes', 'secure_note', 'ready'],
           ['me', 'identity', 'ready'],
           ['openai', 'api_key', 'ready'],
           ['visa', 'card', 'ready'],
         ]);
-        const visa = list.find((i) => i.key === 'visa')!;
+        const visa = list.find((i: Json) => i.key === 'visa')!;
         assert.deepEqual(((visa.state as Json).fields as Json[]).filter((f) => 'value' in f).map((f) => [f.name, f.value]), [
           ['cardholder_name', 'Ada L'],
           ['exp_month', '04'],
