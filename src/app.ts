@@ -9,6 +9,7 @@ import { Accounts } from './accounts/accounts.js';
 import { browserRoutes } from './api/browsers.js';
 import { healthRoutes } from './api/health.js';
 import { liveViewRoutes } from './api/live-view.js';
+import { telemetryRoutes } from './api/telemetry.js';
 import { defaultPublicUrl, type Config } from './config.js';
 import { bidiChannel } from './gateway/bidi-channel.js';
 import { cdpChannel } from './gateway/cdp-channel.js';
@@ -27,6 +28,8 @@ import { resolveSandboxUser } from './runtime/sandbox-user.js';
 import { SessionRepo } from './sessions/session-repo.js';
 import { SessionService } from './sessions/session-service.js';
 import { openStore, type Store } from './store/database.js';
+import { TelemetryRepo } from './telemetry/telemetry-repo.js';
+import { TelemetryService } from './telemetry/telemetry-service.js';
 
 export interface RunningServer {
   url: string;
@@ -82,7 +85,9 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const runtime = new BrowserRuntime({ chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, user: resolveSandboxUser(cfg.sessionUser), cgroups, log });
   runtime.prepare();
   const policySchema = new PolicySchemaSource({ runtime, chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, log });
-  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null });
+  const telemetryRepo = new TelemetryRepo(store.db);
+  const telemetry = new TelemetryService({ repo: telemetryRepo, log });
+  const sessions = new SessionService({ telemetry, repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null });
   const reconciled = await sessions.reconcile();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 
@@ -128,10 +133,11 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   app.get('/openapi.json', { config: { auth: false }, schema: { summary: 'This OpenAPI document', tags: ['meta'], security: [] } }, async () => app.swagger());
   healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
   browserRoutes(app, sessions);
+  telemetryRoutes(app, { sessions, repo: telemetryRepo, telemetry });
   cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
   await liveViewRoutes(app, { sessions, tokens });
 
-  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel, live: liveChannel } });
+  const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel, live: liveChannel }, telemetry });
   app.server.on('upgrade', gateway.onUpgrade);
 
   await app.listen({ host: cfg.host, port: cfg.port });
@@ -165,6 +171,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
         const httpClosed = app.close();
         // Ending the sessions closes their websockets with 1000 "session ended (server_shutdown)".
         await sessions.shutdown();
+        await telemetry.stop();
         gateway.close();
         await httpClosed;
         runtime.close();

@@ -87,7 +87,7 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
   app.patch<{ Params: { id_or_name: string }; Body: BrowserUpdateRequest }>(
     '/browsers/:id_or_name',
     {
-      schema: { summary: 'Update a browser session (name, tags)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: one },
+      schema: { summary: 'Update a browser session (name, tags, telemetry)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: one },
       preValidation: async (req) => {
         if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
       },

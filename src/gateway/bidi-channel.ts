@@ -24,7 +24,16 @@ export const bidiChannel: ChannelHandler = async (ctx) => {
     upstream.close();
     return;
   }
-  ctx.accept((client, closed) => new BidiConnection(mapper, client, upstream, ctx.session.handle.dir, closed, ctx.log));
+  ctx.accept((client, closed) => {
+    // Telemetry: bidi_connect / bidi_disconnect (connection category); commands are not read.
+    const tap = ctx.telemetry?.connection(ctx.session.record.id, 'bidi');
+    if (tap) client.on('message', () => tap.messages++);
+    const detached = () => {
+      tap?.closed('client_close');
+      closed();
+    };
+    return new BidiConnection(mapper, client, upstream, ctx.session.handle.dir, detached, ctx.log);
+  });
 };
 
 /** The parts of chromium-bidi a connection uses. */

@@ -9,5 +9,5 @@ export const cdpChannel: ChannelHandler = async (ctx) => {
     upstream.close();
     return;
   }
-  ctx.accept((client, closed) => relayCdp(client, upstream, closed, ctx.session.handle.dir));
+  ctx.accept((client, closed) => relayCdp(client, upstream, closed, ctx.session.handle.dir, ctx.telemetry?.connection(ctx.session.record.id, 'cdp')));
 };

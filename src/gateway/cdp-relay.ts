@@ -1,4 +1,6 @@
 import WebSocket from 'ws';
+import type { CdpTap } from '../telemetry/telemetry-service.js';
+import type { DisconnectReason } from '../telemetry/telemetry-events.js';
 import { inspectCommand, mightBeRefused, refusalReply } from './cdp-guard.js';
 
 const MAX_FRAME = 512 * 1024 * 1024;
@@ -28,12 +30,16 @@ export function connectUpstream(port: number, wsPath: string): Promise<WebSocket
 /**
  * Relays frames between an agent and the browser, unchanged except for refused
  * commands (answered with a CDP error). When either side closes, so does the other.
+ * `tap` (telemetry) counts frames and, only while control capture is on, reads the
+ * client's commands; it never changes what is relayed.
  */
-export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void, sessionDir?: string): { close(code?: number, reason?: string): void } {
+export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => void, sessionDir?: string, tap?: CdpTap): { close(code?: number, reason?: string): void } {
   let closed = false;
+  let endReason: DisconnectReason = 'context_cancelled';
   const closeBoth = (code?: unknown, reason?: unknown) => {
     if (closed) return;
     closed = true;
+    tap?.closed(endReason);
     const why = typeof reason === 'string' && reason ? reason : 'browser connection closed';
     if (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING) client.close(typeof code === 'number' && code >= 1000 && code !== 1005 && code !== 1006 ? code : 1000, why);
     if (upstream.readyState === WebSocket.OPEN || upstream.readyState === WebSocket.CONNECTING) upstream.close();
@@ -45,6 +51,10 @@ export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => 
   };
   client.on('message', (data, isBinary) => {
     const frame = data as Buffer;
+    if (tap) {
+      tap.messages++;
+      if (tap.control && !isBinary) tap.command(frame);
+    }
     if (!isBinary && mightBeRefused(frame)) {
       const verdict = inspectCommand(frame.toString(), sessionDir);
       if (verdict && 'refusal' in verdict) {
@@ -59,12 +69,17 @@ export function relayCdp(client: WebSocket, upstream: WebSocket, onClose: () => 
     upstream.send(frame, { binary: isBinary });
   });
   upstream.on('message', (data, isBinary) => {
+    if (tap) tap.messages++;
     if (client.readyState === WebSocket.OPEN) client.send(data, { binary: isBinary });
   });
-  client.on('close', () => closeBoth());
-  upstream.on('close', () => closeBoth(1011, 'browser connection closed'));
-  client.on('error', () => closeBoth());
-  upstream.on('error', () => closeBoth(1011, 'browser connection failed'));
+  const ended = (reason: DisconnectReason, code?: number, text?: string) => () => {
+    if (!closed) endReason = reason;
+    closeBoth(code, text);
+  };
+  client.on('close', ended('client_close'));
+  upstream.on('close', ended('upstream_error', 1011, 'browser connection closed'));
+  client.on('error', ended('client_close'));
+  upstream.on('error', ended('upstream_error', 1011, 'browser connection failed'));
   return { close: (code, reason) => closeBoth(code, reason) };
 }
 

@@ -5,6 +5,7 @@ import type WebSocket from 'ws';
 import type { RuntimeHandle } from '../runtime/browser-runtime.js';
 import type { SessionRecord } from '../sessions/session-record.js';
 import type { SessionClient } from '../sessions/session-service.js';
+import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import type { SessionClaims } from './tokens.js';
 
 /**
@@ -19,6 +20,8 @@ export interface ChannelContext {
   session: { record: SessionRecord; handle: RuntimeHandle };
   claims: SessionClaims;
   log: Logger;
+  /** Telemetry capture (connection events, the CDP tap); absent when the server runs without it. */
+  telemetry?: TelemetryService;
   /**
    * Completes the websocket upgrade. `onOpen` wires the client to its upstream and returns
    * the connection's handle; it is registered as session activity until `closed()` is called.

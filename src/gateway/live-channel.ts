@@ -45,10 +45,12 @@ export const liveChannel: ChannelHandler = async (ctx) => {
   }
   const filter = ctx.claims.readonly ? new RfbInputFilter() : null;
   ctx.accept((client, detached) => {
+    const viewerLeft = ctx.telemetry?.liveView(ctx.session.record.id);
     let closed = false;
     const close = (code = 1000, reason = 'live view closed') => {
       if (closed) return;
       closed = true;
+      viewerLeft?.();
       if (client.readyState === WebSocket.OPEN) client.close(code, reason);
       else client.terminate();
       upstream.destroy();

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
 import type { SessionService } from '../sessions/session-service.js';
+import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import type { ChannelHandler } from './channel.js';
 import { CDP_MAX_FRAME } from './cdp-relay.js';
 import type { Channel, SessionTokens } from './tokens.js';
@@ -39,7 +40,9 @@ export class Gateway {
     handleProtocols: (offered) => (offered.has('binary') ? 'binary' : false),
   });
 
-  constructor(private readonly deps: { sessions: SessionService; tokens: SessionTokens; log: Logger; channels: Partial<Record<Channel, ChannelHandler>> }) {}
+  constructor(
+    private readonly deps: { sessions: SessionService; tokens: SessionTokens; log: Logger; channels: Partial<Record<Channel, ChannelHandler>>; telemetry?: TelemetryService },
+  ) {}
 
   readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on('error', () => socket.destroy());
@@ -73,6 +76,7 @@ export class Gateway {
       session: live,
       claims: check.claims,
       log,
+      telemetry: this.deps.telemetry,
       refuse: (status, code, message) => refuse(socket, status, code, message),
       accept: (onOpen) => {
         if (socket.destroyed) return;

@@ -4,6 +4,8 @@ import type { Config } from '../config.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
 import { checkCreateRules, checkPlanGates, resolveCreate } from '../domain/browser-rules.js';
 import { checkChromePolicy } from '../domain/chrome-policy.js';
+import { checkUpdateTelemetryRules, resolveCreateState, resolveUpdateState, telemetryView } from '../domain/telemetry-config.js';
+import type { TelemetryService } from '../telemetry/telemetry-service.js';
 import type { PolicySchemaSource } from '../runtime/policy-schema.js';
 import { newId, nowIso } from '../domain/ids.js';
 import type { Channel, SessionTokens } from '../gateway/tokens.js';
@@ -63,6 +65,8 @@ export class SessionService {
       vaults?: VaultLinks;
       /** Profile, extensions, proxy and network of sessions (absent: requests may not name any). */
       resources?: SessionResources;
+      /** Telemetry configuration and capture (absent: telemetry stays off, as the view says). */
+      telemetry?: TelemetryService;
     },
   ) {
     this.publicUrl = deps.config.publicUrl ?? '';
@@ -97,6 +101,7 @@ export class SessionService {
     const r = resolveCreate(req);
     // Unknown vaults are a 404 naming each entry; resolved once, by id or name, and linked by id.
     const vaultIds = req.vaults?.length ? await this.mustVaults().resolveForSession(p.projectId, req.vaults) : [];
+    const telemetry = await this.createTelemetryState(p, req);
     if (!this.deps.config.regions.includes(r.region)) {
       throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.regions.join(', ')}`);
     }
@@ -138,6 +143,8 @@ export class SessionService {
       prepared = this.deps.resources ? await this.deps.resources.prepare(p, req, record.id) : null;
       if (prepared) record.config = { ...record.config, ...prepared.config };
       await this.deps.repo.insert(record);
+      if (telemetry.categories || telemetry.excludedMethods.length) await this.deps.telemetry?.setState(record.id, telemetry);
+      await this.deps.telemetry?.open(record.id);
       if (vaultIds.length) {
         try {
           await this.mustVaults().linkSession(record.id, vaultIds);
@@ -199,11 +206,8 @@ export class SessionService {
 
   async update(p: Principal, idOrName: string, req: BrowserUpdateRequest): Promise<Record<string, unknown>> {
     const unsupported = (['proxy', 'proxy_id', 'profile', 'disable_default_proxy'] as const).filter((k) => req[k] !== undefined);
-    const t = req.telemetry;
     const problems: { field: string; message: string }[] = unsupported.map((f) => ({ field: f, message: 'is not supported by this browserd version yet' }));
-    if (t && (t.enabled === true || (t.browser && Object.keys(t.browser).length))) {
-      problems.push({ field: 'telemetry', message: 'telemetry capture is not supported by this browserd version yet' });
-    }
+    problems.push(...checkUpdateTelemetryRules(req.telemetry));
     if (problems.length) throw invalidInput(problems);
     const s = await this.mustFind(p, idOrName, false);
     const patch: { name?: string | null; tags?: Record<string, string> } = {};
@@ -211,6 +215,9 @@ export class SessionService {
     if (req.name !== undefined) patch.name = req.name === '' || req.name === null ? null : req.name;
     if (req.tags !== undefined) patch.tags = req.tags ?? {};
     await this.deps.repo.update(s.id, patch);
+    if (req.telemetry && this.deps.telemetry) {
+      await this.deps.telemetry.setState(s.id, resolveUpdateState(await this.deps.telemetry.stateOf(s.id), req.telemetry));
+    }
     const fresh = (await this.deps.repo.byId(s.id))!;
     const live = this.live.get(s.id);
     if (live) live.record = { ...live.record, name: fresh.name, tags: fresh.tags };
@@ -291,6 +298,7 @@ export class SessionService {
     } finally {
       this.live.delete(id);
     }
+    await this.deps.telemetry?.close(id);
     await this.deps.resources?.ended(record);
     await this.deps.repo.markUsageReady(id);
     this.deps.log.info({ session_id: id, reason }, 'session ended');
@@ -301,7 +309,10 @@ export class SessionService {
     const jobs: Promise<void>[] = [];
     for (const [id, l] of this.live) {
       if (this.ending.has(id)) continue;
-      if (!this.deps.runtime.isRunning(l.handle)) jobs.push(this.end(id, 'browser_exited'));
+      if (!this.deps.runtime.isRunning(l.handle)) {
+        this.deps.telemetry?.emit(id, { category: 'system', type: 'service_crashed', source: { kind: 'local_process', event: 'process_exit' }, data: { phase: 'running', service_name: 'chromium', pid: l.handle.chromium.pid } });
+        jobs.push(this.end(id, 'browser_exited'));
+      }
       else if (l.clients.size === 0 && nowMs - l.lastActiveMs >= l.record.timeoutSeconds * 1000) jobs.push(this.end(id, 'inactivity'));
     }
     const results = await Promise.allSettled(jobs);
@@ -327,6 +338,7 @@ export class SessionService {
       if (s.deletedAt === null && s.status === 'active' && s.runtime && (await this.deps.runtime.probe(s.runtime, s.id)) && (await this.adoptResources(s))) {
         // The grace period restarts now: the server was away, not the clients' fault.
         this.live.set(s.id, { record: s, handle: s.runtime, clients: new Set(), lastActiveMs: Date.now() });
+        await this.deps.telemetry?.open(s.id);
         adopted++;
         continue;
       }
@@ -379,7 +391,18 @@ export class SessionService {
   }
 
   private async view(s: SessionRecord): Promise<Record<string, unknown>> {
-    const [urls, extra] = await Promise.all([this.urls(s), this.deps.resources?.view(s) ?? {}]);
-    return { ...browserView(s, urls), ...extra };
+    const [urls, extra, telemetry] = await Promise.all([this.urls(s), this.deps.resources?.view(s) ?? {}, this.deps.telemetry?.stateOf(s.id)]);
+    return { ...browserView(s, urls), ...extra, telemetry: telemetry ? telemetryView(telemetry) : null };
+  }
+
+  /** Telemetry rules 1, 2 and 4 on create; the export destination is looked up in the project (404 when unknown). */
+  private async createTelemetryState(p: Principal, req: BrowserCreateRequest) {
+    const dest = req.telemetry?.export?.otlp?.destination;
+    if (!this.deps.telemetry) {
+      if (resolveCreateState(req.telemetry).categories) throw invalidInput([{ field: 'telemetry', message: 'telemetry capture is not available on this server' }]);
+      return resolveCreateState(null);
+    }
+    const destId = dest && resolveCreateState(req.telemetry).categories ? await this.deps.telemetry.resolveDestination(p.projectId, dest) : null;
+    return resolveCreateState(req.telemetry, destId);
   }
 }

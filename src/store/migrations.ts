@@ -198,6 +198,38 @@ const migrations: Record<string, Migration> = {
       await db.schema.createIndex('proxies_project_created').on('proxies').columns(['project_id', 'created_at']).execute();
     },
   },
+  '0004_telemetry': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('browser_session_telemetry')
+        .addColumn('session_id', 'text', (c) => c.primaryKey().references('browser_sessions.id'))
+        .addColumn('state', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema
+        .createTable('telemetry_events')
+        .addColumn('session_id', 'text', (c) => c.notNull())
+        .addColumn('seq', 'integer', (c) => c.notNull())
+        .addColumn('ts', 'bigint', (c) => c.notNull())
+        .addColumn('category', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('event', 'text', (c) => c.notNull())
+        .addPrimaryKeyConstraint('telemetry_events_pk', ['session_id', 'seq'])
+        .execute();
+      await db.schema.createIndex('telemetry_events_session_ts').on('telemetry_events').columns(['session_id', 'ts']).execute();
+      await db.schema
+        .createTable('telemetry_destinations')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('name', 'text')
+        .addColumn('endpoint', 'text', (c) => c.notNull())
+        .addColumn('headers', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addUniqueConstraint('telemetry_destinations_project_name', ['project_id', 'name'])
+        .execute();
+    },
+  },
 };
 
 class InCodeMigrations implements MigrationProvider {

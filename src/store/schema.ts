@@ -180,6 +180,37 @@ export interface ProxiesTable {
   deleted_at: string | null;
 }
 
+/** A session's telemetry configuration (JSON TelemetryState); absent row: never configured. */
+export interface BrowserSessionTelemetryTable {
+  session_id: string;
+  state: string;
+  updated_at: string;
+}
+
+/** Captured telemetry events of a session, in capture order (seq). */
+export interface TelemetryEventsTable {
+  session_id: string;
+  seq: number;
+  /** Unix microseconds. */
+  ts: number;
+  category: string;
+  type: string;
+  /** JSON: the whole event (category, type, ts, source, data). */
+  event: string;
+}
+
+/** OTLP/HTTP destinations telemetry can be exported to. */
+export interface TelemetryDestinationsTable {
+  id: string;
+  project_id: string;
+  name: string | null;
+  endpoint: string;
+  /** JSON object of headers sent with every export request. */
+  headers: string;
+  created_at: string;
+  updated_at: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   projects: ProjectsTable;
@@ -195,4 +226,7 @@ export interface Database {
   profiles: ProfilesTable;
   extensions: ExtensionsTable;
   proxies: ProxiesTable;
+  browser_session_telemetry: BrowserSessionTelemetryTable;
+  telemetry_events: TelemetryEventsTable;
+  telemetry_destinations: TelemetryDestinationsTable;
 }

@@ -168,10 +168,10 @@ describe('fields this version refuses (named, not silently ignored)', () => {
     has({ gpu: true }, 'gpu', /not available on this node/);
     hasNot({ gpu: false }, 'gpu');
   });
-  test('telemetry capture (enabled, categories or export) is refused', () => {
-    has({ telemetry: { enabled: true } }, 'telemetry', NOT_YET);
-    has({ telemetry: { browser: { console: { enabled: true } } } }, 'telemetry', NOT_YET);
-    has({ telemetry: { enabled: true, export: { otlp: { destination: { id: 'd' } } } } }, 'telemetry', NOT_YET);
+  test('telemetry capture (enabled, categories or export) is accepted', () => {
+    hasNot({ telemetry: { enabled: true } }, 'telemetry');
+    hasNot({ telemetry: { browser: { console: { enabled: true } } } }, 'telemetry');
+    hasNot({ telemetry: { enabled: true, export: { otlp: { destination: { id: 'd' } } } } }, 'telemetry');
   });
   test('telemetry that starts no capture is accepted', () => {
     for (const t of [null, {}, { enabled: false }, { browser: {} }, { browser: { control: { enabled: false }, connection: { enabled: false }, system: { enabled: false }, captcha: { enabled: false } } }]) {

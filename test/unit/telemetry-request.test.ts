@@ -196,13 +196,10 @@ describe('checkTelemetryRules: cross-field rules', () => {
     assert.deepEqual(p.map((x) => x.field).sort(), ['telemetry.enabled', 'telemetry.export.otlp.destination', 'telemetry.export.otlp.enabled']);
   });
 
-  test('checkCreateRules carries the telemetry problems, and refuses capture this version does not do', () => {
+  test('checkCreateRules carries the telemetry problems and accepts capture', () => {
     const bad = checkCreateRules({ telemetry: { enabled: false, browser: { console: { enabled: true } } } });
     assert.ok(bad.some((p) => p.field === 'telemetry.enabled'), JSON.stringify(bad));
-    const capture = checkCreateRules({ telemetry: { enabled: true } });
-    assert.deepEqual(capture.map((p) => p.field), ['telemetry']);
-    assert.match(capture[0]!.message, /not supported by this browserd version yet/);
-    for (const t of [undefined, null, {}, { enabled: false }, { enabled: true, browser: OPERATIONAL_OFF }] as (TelemetryRequest | null | undefined)[]) {
+    for (const t of [undefined, null, {}, { enabled: false }, { enabled: true }, { enabled: true, browser: OPERATIONAL_OFF }] as (TelemetryRequest | null | undefined)[]) {
       assert.deepEqual(checkCreateRules({ telemetry: t }), [], JSON.stringify(t));
     }
   });

@@ -1,0 +1,70 @@
+import type { TelemetryState } from '../domain/telemetry-config.js';
+import type { Db } from '../store/database.js';
+import type { TelemetryEvent } from './telemetry-events.js';
+
+export interface StoredEvent {
+  seq: number;
+  event: TelemetryEvent;
+}
+
+export interface EventQuery {
+  sessionId: string;
+  order: 'asc' | 'desc';
+  /** Cursor: asc reads seq > after, desc reads seq < before. */
+  after?: number;
+  before?: number;
+  sinceUs?: number;
+  untilUs?: number;
+  categories?: string[];
+  limit: number;
+}
+
+/** Persistence of telemetry configurations, events and export destinations. */
+export class TelemetryRepo {
+  constructor(readonly db: Db) {}
+
+  async state(sessionId: string): Promise<TelemetryState | null> {
+    const r = await this.db.selectFrom('browser_session_telemetry').select('state').where('session_id', '=', sessionId).executeTakeFirst();
+    return r ? (JSON.parse(r.state) as TelemetryState) : null;
+  }
+
+  async putState(sessionId: string, state: TelemetryState): Promise<void> {
+    const row = { session_id: sessionId, state: JSON.stringify(state), updated_at: new Date().toISOString() };
+    await this.db
+      .insertInto('browser_session_telemetry')
+      .values(row)
+      .onConflict((oc) => oc.column('session_id').doUpdateSet({ state: row.state, updated_at: row.updated_at }))
+      .execute();
+  }
+
+  async lastSeq(sessionId: string): Promise<number> {
+    const r = await this.db.selectFrom('telemetry_events').select((eb) => eb.fn.max('seq').as('m')).where('session_id', '=', sessionId).executeTakeFirst();
+    return r?.m == null ? 0 : Number(r.m);
+  }
+
+  async insertEvents(rows: { sessionId: string; seq: number; event: TelemetryEvent }[]): Promise<void> {
+    if (!rows.length) return;
+    await this.db
+      .insertInto('telemetry_events')
+      .values(rows.map((r) => ({ session_id: r.sessionId, seq: r.seq, ts: r.event.ts, category: r.event.category, type: r.event.type, event: JSON.stringify(r.event) })))
+      .execute();
+  }
+
+  /** One page of events plus whether more follow (in the read direction). */
+  async events(q: EventQuery): Promise<{ items: StoredEvent[]; hasMore: boolean }> {
+    let s = this.db.selectFrom('telemetry_events').select(['seq', 'event']).where('session_id', '=', q.sessionId);
+    if (q.after !== undefined) s = s.where('seq', '>', q.after);
+    if (q.before !== undefined) s = s.where('seq', '<', q.before);
+    if (q.sinceUs !== undefined) s = s.where('ts', '>=', q.sinceUs);
+    if (q.untilUs !== undefined) s = s.where('ts', '<', q.untilUs);
+    if (q.categories) s = s.where('category', 'in', q.categories);
+    const rows = await s.orderBy('seq', q.order).limit(q.limit + 1).execute();
+    return { items: rows.slice(0, q.limit).map((r) => ({ seq: Number(r.seq), event: JSON.parse(r.event) as TelemetryEvent })), hasMore: rows.length > q.limit };
+  }
+
+  /** Retention: keeps the newest `keep` events of a session. */
+  async prune(sessionId: string, keep: number): Promise<void> {
+    const last = await this.lastSeq(sessionId);
+    if (last > keep) await this.db.deleteFrom('telemetry_events').where('session_id', '=', sessionId).where('seq', '<=', last - keep).execute();
+  }
+}

@@ -1,0 +1,185 @@
+import type { Logger } from 'pino';
+import { captures, NO_TELEMETRY, type TelemetryState } from '../domain/telemetry-config.js';
+import { newId } from '../domain/ids.js';
+import { NotFound } from '../http/errors.js';
+import { cdpCommandData, nowUs, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
+import type { TelemetryRepo } from './telemetry-repo.js';
+
+/** Per-session capture state of a session running on this node. */
+interface Capture {
+  state: TelemetryState;
+  excluded: Set<string>;
+  seq: number;
+}
+
+export type EventListener = (sessionId: string, seq: number, event: TelemetryEvent) => void;
+
+/**
+ * The tap the CDP relay calls for one client connection. `control` is read per client
+ * frame and is a plain property lookup, so the relay parses frames only while control
+ * capture is on for the session (a PATCH switches it for open connections too).
+ */
+export interface CdpTap {
+  readonly control: boolean;
+  /** Counts a relayed message (either direction). */
+  messages: number;
+  /** A client frame while control capture is on: a cdp_command event, or counted as excluded. */
+  command(frame: Buffer): void;
+  closed(reason: DisconnectReason): void;
+}
+
+/** Events kept per session (oldest dropped first); see docs/telemetry.md. */
+export const RETAINED_EVENTS_PER_SESSION = 10_000;
+const FLUSH_MS = 100;
+
+/**
+ * Telemetry of the sessions on this node: their configuration (kept in the store), the
+ * capture of events by category, their storage, and the listeners (export, streams) that
+ * receive them as they are captured. Events are buffered and written in batches, so a
+ * producer (the CDP relay) never waits for the store.
+ */
+export class TelemetryService {
+  private readonly captures = new Map<string, Capture>();
+  private buffer: { sessionId: string; seq: number; event: TelemetryEvent }[] = [];
+  private flushTimer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> = Promise.resolve();
+  private readonly listeners = new Set<EventListener>();
+
+  constructor(private readonly deps: { repo: TelemetryRepo; log: Logger }) {}
+
+  // ---- configuration ------------------------------------------------------------
+
+  async stateOf(sessionId: string): Promise<TelemetryState> {
+    return this.captures.get(sessionId)?.state ?? (await this.deps.repo.state(sessionId)) ?? NO_TELEMETRY;
+  }
+
+  /** Stores a session's configuration; a running session's capture follows it at once. */
+  async setState(sessionId: string, state: TelemetryState): Promise<void> {
+    await this.deps.repo.putState(sessionId, state);
+    const c = this.captures.get(sessionId);
+    if (c) {
+      c.state = state;
+      c.excluded = new Set(state.excludedMethods);
+    }
+  }
+
+  /** The id of an export destination of the project, by id or name (404 when there is none). */
+  async resolveDestination(projectId: string, ref: { id?: string; name?: string }): Promise<string> {
+    let q = this.deps.repo.db.selectFrom('telemetry_destinations').select('id').where('project_id', '=', projectId);
+    q = ref.id !== undefined ? q.where('id', '=', ref.id) : q.where('name', '=', ref.name ?? '');
+    const r = await q.executeTakeFirst();
+    if (!r) throw new NotFound(`telemetry.export.otlp.destination: telemetry destination "${ref.id ?? ref.name}" not found`, 'telemetry_destination_not_found');
+    return r.id;
+  }
+
+  // ---- capture lifecycle --------------------------------------------------------
+
+  /** Starts following a session that runs on this node (created or re-adopted). */
+  async open(sessionId: string): Promise<void> {
+    const state = (await this.deps.repo.state(sessionId)) ?? NO_TELEMETRY;
+    const seq = await this.deps.repo.lastSeq(sessionId);
+    this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq });
+  }
+
+  /** Stops following a session: its last events are written first. */
+  async close(sessionId: string): Promise<void> {
+    await this.flush();
+    this.captures.delete(sessionId);
+    await this.deps.repo.prune(sessionId, RETAINED_EVENTS_PER_SESSION).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));
+  }
+
+  /** Records an event if its category is captured for the session; returns whether it was. */
+  emit(sessionId: string, event: Omit<TelemetryEvent, 'ts'> & { ts?: number }): boolean {
+    const c = this.captures.get(sessionId);
+    if (!c || event.category === 'monitor' || !captures(c.state, event.category)) return false;
+    const full: TelemetryEvent = { ...event, ts: event.ts ?? nowUs() } as TelemetryEvent;
+    const seq = ++c.seq;
+    this.buffer.push({ sessionId, seq, event: full });
+    for (const l of this.listeners) {
+      try {
+        l(sessionId, seq, full);
+      } catch (err) {
+        this.deps.log.warn({ err: String(err) }, 'telemetry listener failed');
+      }
+    }
+    this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_MS);
+    return true;
+  }
+
+  subscribe(l: EventListener): () => void {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  }
+
+  flush(): Promise<void> {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const rows = this.buffer;
+    this.buffer = [];
+    this.flushing = this.flushing.then(() =>
+      rows.length ? this.deps.repo.insertEvents(rows).catch((err) => this.deps.log.error({ err: String(err), lost: rows.length }, 'telemetry: could not store events')) : undefined,
+    );
+    return this.flushing;
+  }
+
+  async stop(): Promise<void> {
+    await this.flush();
+  }
+
+  // ---- producers ----------------------------------------------------------------
+
+  /** A client connection (cdp, bidi) attached: emits its connect event and returns its tap. */
+  connection(sessionId: string, protocol: 'cdp' | 'bidi'): CdpTap {
+    const svc = this;
+    const connectionId = newId();
+    const startedMs = Date.now();
+    const source = { kind: 'kernel_api' as const, event: `${protocol}_proxy`, metadata: { connection_id: connectionId } };
+    let excluded = 0;
+    let done = false;
+    svc.emit(sessionId, { category: 'connection', type: `${protocol}_connect`, source, data: { connection_id: connectionId } });
+    return {
+      messages: 0,
+      get control() {
+        return protocol === 'cdp' && !!svc.captures.get(sessionId)?.state.categories?.control;
+      },
+      command(frame: Buffer) {
+        let msg: { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown };
+        try {
+          msg = JSON.parse(frame.toString()) as typeof msg;
+        } catch {
+          return;
+        }
+        if (typeof msg.method !== 'string') return;
+        if (svc.captures.get(sessionId)?.excluded.has(msg.method)) {
+          excluded++;
+          return;
+        }
+        svc.emit(sessionId, { category: 'control', type: 'cdp_command', source: { kind: 'kernel_api', event: 'cdp_proxy', metadata: { connection_id: connectionId } }, data: cdpCommandData(msg as { method: string }, frame.length) });
+      },
+      closed(reason: DisconnectReason) {
+        if (done) return;
+        done = true;
+        svc.emit(sessionId, {
+          category: 'connection',
+          type: `${protocol}_disconnect`,
+          source,
+          data: { connection_id: connectionId, duration_ms: Date.now() - startedMs, message_count: this.messages, reason, ...(protocol === 'cdp' ? { telemetry_excluded: excluded } : {}) },
+        });
+      },
+    };
+  }
+
+  /** A live view client attached; returns the function to call when it detaches. */
+  liveView(sessionId: string): () => void {
+    const viewId = newId();
+    const startedMs = Date.now();
+    const source = { kind: 'kernel_api' as const, event: 'live_view' };
+    this.emit(sessionId, { category: 'connection', type: 'live_view_connect', source, data: { session_id: viewId } });
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.emit(sessionId, { category: 'connection', type: 'live_view_disconnect', source, data: { session_id: viewId, duration_ms: Date.now() - startedMs } });
+    };
+  }
+}
