@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, NotFound } from '../http/errors.js';
 import type { VaultService } from '../vaults/vault-service.js';
 import { errorResponses } from './schemas.js';
@@ -30,6 +30,17 @@ function messagePage(title: string, text: string, css = 'vault-collect/assets/va
 }
 
 const OAUTH_CSS = '../vault-collect/assets/vault-collect.css';
+
+/** A browser asked (Accept: text/html): errors are a small page; anything else gets the Error body. */
+function wantsHtml(req: FastifyRequest): boolean {
+  return /text\/html/.test(req.headers.accept ?? '');
+}
+
+/** Sends an error as a page to a browser, or rethrows it for the one error handler (the Error body). */
+function pageError(req: FastifyRequest, reply: FastifyReply, err: unknown, title: string, css?: string): FastifyReply {
+  if (!(err instanceof ApiError) || !wantsHtml(req)) throw err;
+  return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage(title, err.message, css));
+}
 const Jwt = Type.Object({ jwt: Type.Optional(Type.String({ maxLength: 4096 })) });
 const open = { auth: false };
 
@@ -54,8 +65,7 @@ export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService
       try {
         await vaults.collectForm(req.query.jwt);
       } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message));
+        return pageError(req, reply, err, 'This link cannot be used');
       }
       return reply.type('text/html; charset=utf-8').send(html);
     },
@@ -129,8 +139,7 @@ export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService
       try {
         return reply.redirect(await vaults.oauthStart(req.query.jwt), 302);
       } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return reply.code(err.status).type('text/html; charset=utf-8').send(messagePage('This link cannot be used', err.message, OAUTH_CSS));
+        return pageError(req, reply, err, 'This link cannot be used', OAUTH_CSS);
       }
     },
   );
@@ -154,14 +163,15 @@ export async function vaultPageRoutes(app: FastifyInstance, vaults: VaultService
       },
     },
     async (req, reply) => {
-      privatePage(reply).type('text/html; charset=utf-8');
+      privatePage(reply);
       try {
         const r = await vaults.oauthCallback(req.query);
-        if (r.status === 'active') return reply.send(messagePage('Wallet connected', `Wallet "${r.key}" is authorized. You can close this page.`, OAUTH_CSS));
-        return reply.code(400).send(messagePage('Authorization not completed', `Wallet "${r.key}" was not authorized at the provider. Ask for a new link to try again.`, OAUTH_CSS));
+        const page = r.status === 'active'
+          ? messagePage('Wallet connected', `Wallet "${r.key}" is authorized. You can close this page.`, OAUTH_CSS)
+          : messagePage('Authorization not completed', `Wallet "${r.key}" was not authorized at the provider. Ask for a new link to try again.`, OAUTH_CSS);
+        return reply.code(r.status === 'active' ? 200 : 400).type('text/html; charset=utf-8').send(page);
       } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return reply.code(err.status).send(messagePage('Authorization not completed', err.message, OAUTH_CSS));
+        return pageError(req, reply, err, 'Authorization not completed', OAUTH_CSS);
       }
     },
   );
