@@ -121,7 +121,7 @@ describe('linking vaults to a session at creation', () => {
   test('a session created with vaults by name echoes them by id, on create, get and list', async () => {
     const v = await api.ok('GET', '/vaults/logins');
     await api.ok('POST', '/vaults', { name: 'other' }, 201);
-    linked = await api.ok('POST', '/browsers', { headless: true, vaults: [{ name: 'logins' }], start_url: `${site.url}/login` });
+    linked = await api.ok('POST', '/browsers', { headless: true, vaults: [{ name: 'logins' }], start_url: `${site.url}/login`, telemetry: { enabled: true } });
     assert.deepEqual(linked.vaults, [{ id: v.id }]);
     assert.deepEqual((await api.ok('GET', `/browsers/${linked.session_id}`)).vaults, [{ id: v.id }]);
     assert.deepEqual((await api.ok('GET', '/browsers')).find((b: Json) => b.session_id === linked.session_id).vaults, [{ id: v.id }]);
@@ -176,6 +176,11 @@ describe('fill', () => {
 
     const listed = await api.ok('GET', '/vaults/logins/items');
     assert.equal(listed[0].state.status, 'ready');
+    // The session's telemetry saw the agent (its CDP commands) but not the fill's private connection.
+    const events = await api.call('GET', `/browsers/${linked.session_id}/telemetry/events?limit=1000`);
+    assert.equal(events.status, 200, events.text);
+    assert.ok(events.body.some((e: Json) => e.event.type === 'cdp_command'), 'the agent is captured');
+    for (const secret of [PASSWORD, SEED, USER, ...codes]) assert.ok(!events.text.includes(secret), 'telemetry holds no filled value');
     assertNoSecret(server, api.answers, [PASSWORD, SEED], 'after fill');
     const answersAndLogs = `${api.answers.join('\n')}\n${server.output()}`;
     for (const c of codes) assert.ok(!answersAndLogs.includes(c), 'no TOTP code in an answer or the logs');
