@@ -10,6 +10,16 @@ import { browserRoutes } from './api/browsers.js';
 import { healthRoutes } from './api/health.js';
 import { liveViewRoutes } from './api/live-view.js';
 import { telemetryRoutes } from './api/telemetry.js';
+import { profileRoutes } from './api/profiles.js';
+import { extensionRoutes } from './api/extensions.js';
+import { proxyRoutes } from './api/proxies.js';
+import { EgressBridges } from './proxies/egress-bridge.js';
+import { ProxyRepo } from './proxies/proxy-repo.js';
+import { ProxyService } from './proxies/proxy-service.js';
+import { loadLocalKek } from './vaults/kek.js';
+import { ExtensionRepo } from './extensions/extension-repo.js';
+import { ExtensionService } from './extensions/extension-service.js';
+import { vaultRoutes } from './api/vaults.js';
 import { defaultPublicUrl, type Config } from './config.js';
 import { bidiChannel } from './gateway/bidi-channel.js';
 import { cdpChannel } from './gateway/cdp-channel.js';
@@ -27,9 +37,14 @@ import { PolicySchemaSource } from './runtime/policy-schema.js';
 import { resolveSandboxUser } from './runtime/sandbox-user.js';
 import { SessionRepo } from './sessions/session-repo.js';
 import { SessionService } from './sessions/session-service.js';
+import { SessionResources } from './sessions/session-resources.js';
+import { ProfileFiles } from './profiles/profile-files.js';
+import { ProfileRepo } from './profiles/profile-repo.js';
+import { ProfileService } from './profiles/profile-service.js';
 import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
+import { VaultService } from './vaults/vault-service.js';
 
 export interface RunningServer {
   url: string;
@@ -85,9 +100,19 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const runtime = new BrowserRuntime({ chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, user: resolveSandboxUser(cfg.sessionUser), cgroups, log });
   runtime.prepare();
   const policySchema = new PolicySchemaSource({ runtime, chromiumPath: cfg.chromiumPath, dataDir: cfg.dataDir, log });
+  const vaults = await VaultService.open({ db: store.db, storeKind: cfg.store.kind, dataDir: cfg.dataDir, kek: cfg.vaultKek, link: cfg.link, log });
+  const profileFiles = new ProfileFiles(cfg.dataDir);
+  profileFiles.prepare();
+  const profiles = new ProfileService({ repo: new ProfileRepo(store.db), files: profileFiles, log });
+  const extensions = new ExtensionService({ repo: new ExtensionRepo(store.db), dataDir: cfg.dataDir, log });
+  extensions.prepare();
+  // Proxy passwords are sealed under the vaults' key-encryption key: one key to keep safe.
+  const proxies = new ProxyService({ repo: new ProxyRepo(store.db), kek: loadLocalKek({ configured: cfg.vaultKek, dataDir: cfg.dataDir }).kek, log });
+  const bridges = new EgressBridges(log);
+  const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
   const telemetry = new TelemetryService({ repo: telemetryRepo, log });
-  const sessions = new SessionService({ telemetry, repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null });
+  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry });
   const reconciled = await sessions.reconcile();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 
@@ -134,8 +159,12 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
   browserRoutes(app, sessions);
   telemetryRoutes(app, { sessions, repo: telemetryRepo, telemetry });
+  profileRoutes(app, profiles);
+  await extensionRoutes(app, extensions);
+  proxyRoutes(app, proxies);
   cdpDiscoveryRoutes(app, { sessions, tokens, runtime });
   await liveViewRoutes(app, { sessions, tokens });
+  await vaultRoutes(app, { vaults, sessions });
 
   const gateway = new Gateway({ sessions, tokens, log, channels: { cdp: cdpChannel, bidi: bidiChannel, live: liveChannel }, telemetry });
   app.server.on('upgrade', gateway.onUpgrade);
@@ -144,6 +173,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const port = (app.server.address() as AddressInfo).port;
   const url = cfg.publicUrl ?? defaultPublicUrl(cfg.host, port);
   sessions.setPublicUrl(url);
+  vaults.setPublicUrl(url);
   sessions.startReaper();
 
   const heartbeat = async () => {
@@ -171,9 +201,11 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
         const httpClosed = app.close();
         // Ending the sessions closes their websockets with 1000 "session ended (server_shutdown)".
         await sessions.shutdown();
+        await bridges.closeAll();
         await telemetry.stop();
         gateway.close();
         await httpClosed;
+        await vaults.stop();
         runtime.close();
         await store.close();
       })();

@@ -34,6 +34,11 @@ export interface Config {
   vaultKek?: Buffer;
   /** The `link` wallet provider (BROWSERD_LINK_URL and its OAuth client). Absent: wallets cannot use it. */
   link?: LinkProviderConfig;
+  /**
+   * The default stealth proxy (BROWSERD_STEALTH_PROXY_URL: http, https or socks5 URL, may carry
+   * credentials): the egress of stealth sessions whose proxy is the default. Absent: direct.
+   */
+  stealthProxyUrl?: string;
 }
 
 export interface LinkProviderConfig {
@@ -145,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
 
   const vaultKek = vaultKekVar(env, problems);
   const link = linkVars(env, problems);
+  const stealthProxyUrl = stealthProxyVar(env, problems);
 
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -165,7 +171,29 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     reaperIntervalMs,
     ...(vaultKek ? { vaultKek } : {}),
     ...(link ? { link } : {}),
+    ...(stealthProxyUrl ? { stealthProxyUrl } : {}),
   };
+}
+
+/** BROWSERD_STEALTH_PROXY_URL: scheme://[user[:password]@]host:port of an http, https or socks5 proxy. */
+function stealthProxyVar(env: NodeJS.ProcessEnv, problems: string[]): string | null {
+  const raw = (env.BROWSERD_STEALTH_PROXY_URL ?? '').trim();
+  if (!raw) return null;
+  // The value may hold a password: it never goes into a message.
+  const bad = () => {
+    problems.push('BROWSERD_STEALTH_PROXY_URL must be http://, https:// or socks5:// with a host and a port (credentials allowed, no path, query or fragment)');
+    return null;
+  };
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return bad();
+  }
+  // The port must be written out, even when it is the scheme's default (which URL drops).
+  const port = /^[a-z0-9]+:\/\/(?:[^@/]*@)?(?:\[[^\]]*\]|[^:/@]*):(\d{1,5})\/?$/i.exec(raw)?.[1];
+  if (!['http:', 'https:', 'socks5:'].includes(u.protocol) || !u.hostname || !port || (u.pathname !== '' && u.pathname !== '/') || u.search || u.hash) return bad();
+  return `${u.protocol}//${u.username ? `${u.username}${u.password ? `:${u.password}` : ''}@` : ''}${u.hostname}:${Number(port)}`;
 }
 
 /** BROWSERD_VAULT_KEK: standard or URL-safe base64 of exactly 32 random bytes. */

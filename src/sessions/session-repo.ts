@@ -43,12 +43,13 @@ export class SessionRepo {
     await this.db.updateTable('browser_sessions').set({ status: 'active', runtime: JSON.stringify(runtime) }).where('id', '=', id).execute();
   }
 
-  async update(id: string, patch: { name?: string | null; tags?: Record<string, string> }): Promise<void> {
+  async update(id: string, patch: { name?: string | null; tags?: Record<string, string>; config?: SessionRecord['config'] }): Promise<void> {
     try {
       await this.db.transaction().execute(async (tx) => {
         const set: Record<string, unknown> = {};
         if (patch.name !== undefined) set.name = patch.name;
         if (patch.tags !== undefined) set.tags = JSON.stringify(patch.tags);
+        if (patch.config !== undefined) set.config = JSON.stringify(patch.config);
         if (Object.keys(set).length) await tx.updateTable('browser_sessions').set(set).where('id', '=', id).execute();
         if (patch.tags !== undefined) await this.writeTags(tx as unknown as Db, id, patch.tags);
       });

@@ -3,6 +3,11 @@ import type { Logger } from 'pino';
 import type { Principal } from '../accounts/accounts.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
 import type { ExtensionService } from '../extensions/extension-service.js';
+import { chromiumBypassList } from '../domain/proxy-bypass.js';
+import { egressOf, proxyFields, requestedOnCreate, requestedOnUpdate, type RecordedProxy, type RequestedProxy } from '../domain/proxy-selection.js';
+import { Conflict } from '../http/errors.js';
+import type { EgressBridges, Upstream } from '../proxies/egress-bridge.js';
+import type { ProxyService } from '../proxies/proxy-service.js';
 import type { ProfileService } from '../profiles/profile-service.js';
 import { profileView } from '../profiles/profile-service.js';
 import type { LaunchSpec, StopOptions } from '../runtime/browser-runtime.js';
@@ -23,7 +28,17 @@ export interface PreparedResources {
  * the Browser body. SessionService calls these hooks; the rules live here.
  */
 export class SessionResources {
-  constructor(private readonly deps: { profiles: ProfileService; extensions: ExtensionService; log: Logger }) {}
+  constructor(
+    private readonly deps: {
+      profiles: ProfileService;
+      extensions: ExtensionService;
+      proxies: ProxyService;
+      bridges: EgressBridges;
+      /** BROWSERD_STEALTH_PROXY_URL: the default egress of stealth sessions (absent: direct). */
+      stealthProxyUrl?: string;
+      log: Logger;
+    },
+  ) {}
 
   /**
    * Resolves every reference of the request (404 naming the field when one does not exist)
@@ -52,6 +67,14 @@ export class SessionResources {
         config.profile = { id: row.id, name: row.name, createdAt: row.created_at, saveChanges };
         launch.profileDir = this.deps.profiles.sourceDir(row.id);
       }
+      // Egress: every session gets its bridge, so a PATCH can switch it later without a restart.
+      const requested = requestedOnCreate(req);
+      if (requested) config.proxy = await this.deps.proxies.resolveSelection(p.projectId, requested, fieldOf(requested));
+      if (req.network) config.network = req.network;
+      const port = await this.deps.bridges.open(sessionId, await this.upstreamFor(config.proxy, req.stealth ?? false));
+      undo.push(() => this.deps.bridges.close(sessionId));
+      config.bridgePort = port;
+      launch.proxy = { server: `http://127.0.0.1:${port}`, bypassList: chromiumBypassList(req.network?.private_hosts) };
     } catch (err) {
       await abort();
       throw err;
@@ -84,6 +107,7 @@ export class SessionResources {
 
   /** After the runtime stopped the session (and saved what it saves): releases what it held. */
   async ended(s: SessionRecord): Promise<void> {
+    await this.deps.bridges.close(s.id);
     if (s.config.profile?.saveChanges) await this.deps.profiles.releaseWriter(s.config.profile.id, s.id);
   }
 
@@ -94,12 +118,33 @@ export class SessionResources {
   }
 
   /** Re-adoption after a restart: restores what lives in this process. False: the session cannot run on. */
-  async adopt(_s: SessionRecord): Promise<boolean> {
+  async adopt(s: SessionRecord): Promise<boolean> {
+    // The bridge lived in the old process: reopen it on the port Chromium was started with.
+    if (s.config.bridgePort === undefined) return true;
+    await this.deps.bridges.open(s.id, await this.upstreamFor(s.config.proxy, s.stealth), s.config.bridgePort);
     return true;
   }
 
-  /** PATCH: nothing of these resources changes yet (see the proxy part). */
-  async update(_p: Principal, _s: SessionRecord, _req: BrowserUpdateRequest): Promise<SessionConfig | null> {
+  /**
+   * PATCH: a new proxy selection (rule 2: none leaves it unchanged) takes effect at once
+   * through the session's bridge. Returns the session's new config, or null when unchanged.
+   */
+  async update(p: Principal, s: SessionRecord, req: BrowserUpdateRequest): Promise<SessionConfig | null> {
+    const requested = requestedOnUpdate(req);
+    if (!requested) return null;
+    const proxy = await this.deps.proxies.resolveSelection(p.projectId, requested, fieldOf(requested));
+    if (!this.deps.bridges.has(s.id)) throw new Conflict('this session runs on another node (or started before proxies existed); send the request to its node', 'wrong_node');
+    this.deps.bridges.switch(s.id, await this.upstreamFor(proxy, s.stealth));
+    return { ...s.config, proxy };
+  }
+
+  /** The upstream a selection gives (rules 1 and 3): a proxy, the default stealth proxy, or none (direct). */
+  private async upstreamFor(sel: RecordedProxy | undefined, stealth: boolean): Promise<Upstream | null> {
+    const egress = egressOf(sel, stealth);
+    if (egress.kind === 'proxy') return this.deps.proxies.upstreamById(egress.id);
+    if (egress.kind === 'stealth_default' && this.deps.stealthProxyUrl) {
+      return { url: this.deps.stealthProxyUrl.replace(/^socks5:/, 'socks5h:'), bypassHosts: [], label: 'default stealth proxy' };
+    }
     return null;
   }
 
@@ -112,6 +157,15 @@ export class SessionResources {
       out.profile = row ? profileView(row) : { id: prof.id, created_at: prof.createdAt, name: prof.name };
       out.profile_save_changes = prof.saveChanges;
     }
+    Object.assign(out, proxyFields(s.config.proxy));
+    if (s.config.network) out.network = s.config.network;
     return out;
   }
+}
+
+/** The request field a selection came from, for error details. */
+function fieldOf(r: RequestedProxy): string {
+  if ('mode' in r) return 'proxy.mode';
+  if ('name' in r) return 'proxy.name';
+  return r.via === 'proxy_id' ? 'proxy_id' : 'proxy.id';
 }

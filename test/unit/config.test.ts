@@ -249,6 +249,23 @@ describe('BROWSERD_NODE_ID, BROWSERD_CHROMIUM_PATH, BROWSERD_SESSION_USER', () =
   });
 });
 
+describe('BROWSERD_STEALTH_PROXY_URL', () => {
+  test('absent by default; http, https and socks5 URLs with a port are taken, credentials kept, a trailing slash dropped', () => {
+    assert.equal(load({}).stealthProxyUrl, undefined);
+    assert.equal(load({ BROWSERD_STEALTH_PROXY_URL: 'http://proxy.example:3128' }).stealthProxyUrl, 'http://proxy.example:3128');
+    assert.equal(load({ BROWSERD_STEALTH_PROXY_URL: 'https://u:p%40ss@proxy.example:443/' }).stealthProxyUrl, 'https://u:p%40ss@proxy.example:443');
+    assert.equal(load({ BROWSERD_STEALTH_PROXY_URL: ' socks5://u:p@10.0.0.1:1080 ' }).stealthProxyUrl, 'socks5://u:p@10.0.0.1:1080');
+  });
+  test('refused: other schemes, no port, a path, a query, not a URL; the message never shows the value (it may hold a password)', () => {
+    for (const v of ['ftp://x:21', 'socks4://x:1080', 'http://proxy.example', 'http://x:1/path', 'http://x:1/?q=1', 'http://x:1/#f', 'proxy.example:3128', 'http://:secret@:1']) {
+      const p = problems({ BROWSERD_STEALTH_PROXY_URL: v });
+      assert.equal(p.length, 1, v);
+      assert.match(p[0]!, /BROWSERD_STEALTH_PROXY_URL must be/);
+      assert.ok(!p[0]!.includes(v), 'the value is in the message');
+    }
+  });
+});
+
 describe('ConfigError', () => {
   test('lists every bad value, not only the first', () => {
     const env = {
