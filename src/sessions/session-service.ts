@@ -183,6 +183,7 @@ export class SessionService {
         throw err;
       }
       this.live.set(record.id, { record, handle, clients: new Set(), lastActiveMs: Date.now() });
+      this.deps.telemetry?.watch(record.id, handle.chromium);
       this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid }, 'session started');
       this.deps.resources?.started(record).catch((err) => this.deps.log.warn({ session_id: record.id, err: String(err) }, 'could not record resource use'));
     } catch (err) {
@@ -293,6 +294,7 @@ export class SessionService {
       await this.deps.repo.markDeleted(id, deletedAt, uptime, reason);
     }
     if (l) for (const c of [...l.clients]) c.close(1000, `session ended (${reason})`);
+    await this.deps.telemetry?.unwatch(id);
     try {
       await this.deps.runtime.stop(id, l?.handle ?? record.runtime, this.deps.resources?.stopOptions(record));
     } finally {
@@ -339,6 +341,7 @@ export class SessionService {
         // The grace period restarts now: the server was away, not the clients' fault.
         this.live.set(s.id, { record: s, handle: s.runtime, clients: new Set(), lastActiveMs: Date.now() });
         await this.deps.telemetry?.open(s.id);
+        this.deps.telemetry?.watch(s.id, s.runtime.chromium);
         adopted++;
         continue;
       }

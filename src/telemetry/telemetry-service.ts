@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { captures, NO_TELEMETRY, type TelemetryState } from '../domain/telemetry-config.js';
 import { newId } from '../domain/ids.js';
 import { NotFound } from '../http/errors.js';
+import { watchBrowser } from './browser-watch.js';
 import { cdpCommandData, nowUs, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
 import type { TelemetryRepo } from './telemetry-repo.js';
 
@@ -10,6 +11,10 @@ interface Capture {
   state: TelemetryState;
   excluded: Set<string>;
   seq: number;
+  /** The browser's own CDP endpoint, once launched (for the system watch). */
+  browser?: { port: number; wsPath: string };
+  /** Stops the system watch; set while it runs or starts. */
+  unwatch?: Promise<() => void>;
 }
 
 export type EventListener = (sessionId: string, seq: number, event: TelemetryEvent) => void;
@@ -60,6 +65,38 @@ export class TelemetryService {
     if (c) {
       c.state = state;
       c.excluded = new Set(state.excludedMethods);
+      this.syncWatch(sessionId, c);
+    }
+  }
+
+  /** The session's browser is up: the system category watches it while captured. */
+  watch(sessionId: string, browser: { port: number; wsPath: string }): void {
+    const c = this.captures.get(sessionId);
+    if (!c) return;
+    c.browser = browser;
+    this.syncWatch(sessionId, c);
+  }
+
+  /** Ends the system watch before browserd itself stops the browser (no crash reports for that). */
+  async unwatch(sessionId: string): Promise<void> {
+    const c = this.captures.get(sessionId);
+    if (!c?.unwatch) return;
+    const stop = c.unwatch;
+    c.unwatch = undefined;
+    c.browser = undefined;
+    (await stop)();
+  }
+
+  private syncWatch(sessionId: string, c: Capture): void {
+    const wanted = !!c.browser && captures(c.state, 'system');
+    if (wanted && !c.unwatch) {
+      c.unwatch = watchBrowser(c.browser!, (e) => this.emit(sessionId, e), this.deps.log.child({ session_id: sessionId })).catch((err) => {
+        this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not watch the browser for crashes');
+        return () => undefined;
+      });
+    } else if (!wanted && c.unwatch) {
+      void c.unwatch.then((stop) => stop());
+      c.unwatch = undefined;
     }
   }
 
@@ -83,6 +120,8 @@ export class TelemetryService {
 
   /** Stops following a session: its last events are written first. */
   async close(sessionId: string): Promise<void> {
+    const c = this.captures.get(sessionId);
+    if (c?.unwatch) (await c.unwatch)();
     await this.flush();
     this.captures.delete(sessionId);
     await this.deps.repo.prune(sessionId, RETAINED_EVENTS_PER_SESSION).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));

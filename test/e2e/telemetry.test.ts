@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
@@ -29,6 +30,35 @@ async function events(id: string): Promise<Envelope[]> {
   const out: Envelope[] = [];
   for await (const e of kernel.browsers.telemetry.events(id, { limit: 50, offset: 0 })) out.push(e as unknown as Envelope);
   return out;
+}
+
+function fullCmd(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/** Every process below the given ones (by parent pid). */
+function descendants(roots: number[]): number[] {
+  const parent = new Map<number, number>();
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'latin1');
+      parent.set(Number(e), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      /* gone */
+    }
+  }
+  const out = new Set(roots);
+  let grew = true;
+  while (grew) {
+    grew = false;
+    for (const [pid, ppid] of parent) if (out.has(ppid) && !out.has(pid)) (out.add(pid), (grew = true));
+  }
+  return [...out];
 }
 
 async function patch(id: string, body: unknown): Promise<Response> {
@@ -190,9 +220,39 @@ describe('telemetry capture', () => {
     }
   });
 
+  test('system: a renderer killed by signal gives a service_crashed event; the session lives on', async () => {
+    const s = await kernel.browsers.create({ headless: true, telemetry: { enabled: true } });
+    try {
+      const b = await chromium.connectOverCDP(s.cdp_ws_url);
+      const page = b.contexts()[0]!.pages()[0]!;
+      await page.goto(site.url);
+      // Renderers run with a cleared environment: found as descendants of the session's processes.
+      const renderers = descendants(sessionProcesses(server.dataDir).filter((p) => p.sessionId === s.session_id).map((p) => p.pid)).filter((pid) => fullCmd(pid).includes('--type=renderer'));
+      assert.ok(renderers.length > 0, 'the session has renderer processes');
+      for (const pid of renderers) process.kill(pid, 'SIGKILL');
+      const crashed = await eventually(async () => (await events(s.session_id)).find((e) => e.event.type === 'service_crashed'), 30_000);
+      assert.ok(crashed, 'service_crashed arrives');
+      assert.equal(crashed.event.category, 'system');
+      assert.equal(crashed.event.source.kind, 'cdp');
+      assert.equal(crashed.event.data!.service_name, 'chromium_renderer');
+      assert.equal(crashed.event.data!.phase, 'running');
+      assert.equal(typeof crashed.event.data!.termination_status, 'string');
+      assert.ok(crashed.event.data!.target_id);
+      await b.close();
+      assert.equal((await kernel.browsers.retrieve(s.session_id)).session_id, s.session_id);
+    } finally {
+      const crashes = async () => (await events(s.session_id)).filter((e) => e.event.type === 'service_crashed');
+      // One event per target whose renderer was killed; ending the session (browserd stops the browser) reports none.
+      const before = await crashes();
+      assert.ok(before.every((e) => e.event.data!.termination_status === 'killed'), JSON.stringify(before));
+      await kernel.browsers.deleteByID(s.session_id);
+      assert.equal((await crashes()).length, before.length);
+    }
+  });
+
   test('system: the browser killed by signal gives a service_crashed event, readable after the session ended', async () => {
     const s = await kernel.browsers.create({ headless: true, telemetry: { enabled: true } });
-    const procs = sessionProcesses(server.dataDir).filter((p) => p.sessionId === s.session_id && !p.cmd.includes('--type='));
+    const procs = sessionProcesses(server.dataDir).filter((p) => p.sessionId === s.session_id && !fullCmd(p.pid).includes('--type='));
     assert.ok(procs.length > 0);
     for (const p of procs) process.kill(p.pid, 'SIGKILL');
     const crashed = await eventually(async () => (await events(s.session_id)).find((e) => e.event.type === 'service_crashed'), 30_000);
