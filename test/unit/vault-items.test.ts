@@ -228,3 +228,40 @@ describe('statuses, operations, expansions, actions', () => {
     assert.equal(needsCollection('single_use_card', 'active'), false);
   });
 });
+
+describe('the item view', () => {
+  const base = {
+    id: 'i1',
+    vaultId: 'v1',
+    projectId: 'p1',
+    key: 'k',
+    type: 'credential' as const,
+    spec: spec('credential'),
+    state: { status: 'ready' as const, status_reason: 'r' },
+    publicValues: { username: 'ada', password: 'leaked-by-a-bug' },
+    valueFields: ['username', 'password'],
+    version: 3,
+    parentId: null,
+    idempotencyKey: 'idem-secret-ish',
+    expiresAt: null,
+    actionId: 'a1',
+    actionExpiresAt: new Date(2000).toISOString(),
+    createdAt: 'c',
+    updatedAt: 'u',
+  };
+  test('shows a value only for a field the spec marks non-sensitive, whatever the public column holds', async () => {
+    const { itemView } = await import('../../src/vaults/item-view.js');
+    const v = itemView(base, { nowMs: 1000, actionUrl: 'http://x/vault-collect?jwt=t' }) as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    assert.deepEqual(v.state.fields.map((f: Record<string, unknown>) => [f.name, f.value]), [['username', 'ada'], ['password', undefined]]);
+    assert.ok(!JSON.stringify(v).includes('leaked-by-a-bug'));
+    assert.ok(!JSON.stringify(v).includes('idem-secret-ish'));
+    assert.deepEqual(v.action, { name: 'collect', url: 'http://x/vault-collect?jwt=t' });
+    assert.equal(v.expires_at, new Date(2000).toISOString());
+  });
+  test('an expired collection session is neither shown as action nor as expires_at', async () => {
+    const { itemView } = await import('../../src/vaults/item-view.js');
+    const v = itemView(base, { nowMs: 5000, actionUrl: 'http://x' });
+    assert.equal(v.action, undefined);
+    assert.equal(v.expires_at, undefined);
+  });
+});
