@@ -2,7 +2,10 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { CATEGORIES } from '../domain/telemetry-request.js';
 import { principalOf } from '../http/auth.js';
-import { invalidInput } from '../http/errors.js';
+import { Conflict, invalidInput, NotFound } from '../http/errors.js';
+import { newId, nowIso } from '../domain/ids.js';
+import { isUniqueViolation } from '../store/database.js';
+import type { DestinationRecord } from '../telemetry/telemetry-repo.js';
 import type { SessionService } from '../sessions/session-service.js';
 import type { TelemetryRepo } from '../telemetry/telemetry-repo.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
@@ -46,6 +49,7 @@ type EventsQuery = {
  * is applied in the query, so pages are full (Kernel allows filtered pages to be short).
  */
 export function telemetryRoutes(app: FastifyInstance, deps: { sessions: SessionService; repo: TelemetryRepo; telemetry: TelemetryService }): void {
+  telemetryDestinationRoutes(app, deps.telemetry);
   app.get<{ Params: { id: string }; Querystring: EventsQuery }>(
     '/browsers/:id/telemetry/events',
     {
@@ -93,6 +97,81 @@ export function telemetryRoutes(app: FastifyInstance, deps: { sessions: SessionS
       void reply.header('X-Has-More', page.hasMore ? 'true' : 'false');
       void reply.header('X-Next-Offset', String(page.hasMore && last ? last.seq : 0));
       return page.items;
+    },
+  );
+}
+
+const DestinationCreate = Type.Object(
+  {
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    endpoint: Type.String({ minLength: 1, maxLength: 2048 }),
+    headers: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 8192 }), { maxProperties: 32 })),
+  },
+  { additionalProperties: false },
+);
+type DestinationCreate = { name?: string; endpoint: string; headers?: Record<string, string> };
+
+const DestinationSchema = Type.Object({
+  id: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  endpoint: Type.String(),
+  header_names: Type.Array(Type.String()),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+
+/** Header values may be credentials: only their names are ever returned. */
+function destinationView(d: DestinationRecord): Record<string, unknown> {
+  return { id: d.id, name: d.name, endpoint: d.endpoint, header_names: Object.keys(d.headers).sort(), created_at: d.createdAt, updated_at: d.updatedAt };
+}
+
+/** OTLP/HTTP export destinations of a project (minimal: create, list, get, delete). */
+export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: TelemetryService): void {
+  const repo = telemetry.destinations;
+  const one = { 200: DestinationSchema, ...errors };
+  const must = async (projectId: string, idOrName: string) => {
+    const d = await repo.find(projectId, idOrName);
+    if (!d) throw new NotFound(`telemetry destination "${idOrName}" not found`, 'telemetry_destination_not_found');
+    return d;
+  };
+  app.post<{ Body: DestinationCreate }>(
+    '/telemetry/destinations',
+    { schema: { summary: 'Create an OTLP/HTTP telemetry destination', tags: ['telemetry'], body: DestinationCreate, response: one } },
+    async (req) => {
+      let url: URL | null = null;
+      try {
+        url = new URL(req.body.endpoint);
+      } catch {
+        /* reported below */
+      }
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw invalidInput([{ field: 'endpoint', message: 'must be an absolute http or https URL' }]);
+      const now = nowIso();
+      const d: DestinationRecord = { id: newId(), projectId: principalOf(req).projectId, name: req.body.name ?? null, endpoint: url.toString(), headers: req.body.headers ?? {}, createdAt: now, updatedAt: now };
+      try {
+        await repo.insert(d);
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new Conflict(`a telemetry destination named "${d.name}" already exists in this project`, 'name_conflict');
+        throw err;
+      }
+      return destinationView(d);
+    },
+  );
+  app.get('/telemetry/destinations', { schema: { summary: 'List telemetry destinations', tags: ['telemetry'], response: { 200: Type.Array(DestinationSchema), ...errors } } }, async (req) =>
+    (await repo.list(principalOf(req).projectId)).map(destinationView),
+  );
+  app.get<{ Params: { id_or_name: string } }>(
+    '/telemetry/destinations/:id_or_name',
+    { schema: { summary: 'Get a telemetry destination', tags: ['telemetry'], params: Type.Object({ id_or_name: Type.String({ minLength: 1 }) }), response: one } },
+    async (req) => destinationView(await must(principalOf(req).projectId, req.params.id_or_name)),
+  );
+  app.delete<{ Params: { id_or_name: string } }>(
+    '/telemetry/destinations/:id_or_name',
+    {
+      schema: { summary: 'Delete a telemetry destination (sessions bound to it keep exporting until they end)', tags: ['telemetry'], params: Type.Object({ id_or_name: Type.String({ minLength: 1 }) }), response: { 204: Type.Null(), ...errors } },
+    },
+    async (req, reply) => {
+      await repo.delete((await must(principalOf(req).projectId, req.params.id_or_name)).id);
+      return reply.code(204).send();
     },
   );
 }

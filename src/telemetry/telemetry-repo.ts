@@ -68,3 +68,54 @@ export class TelemetryRepo {
     if (last > keep) await this.db.deleteFrom('telemetry_events').where('session_id', '=', sessionId).where('seq', '<=', last - keep).execute();
   }
 }
+
+export interface DestinationRecord {
+  id: string;
+  projectId: string;
+  name: string | null;
+  endpoint: string;
+  headers: Record<string, string>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+function destination(r: { id: string; project_id: string; name: string | null; endpoint: string; headers: string; created_at: string; updated_at: string }): DestinationRecord {
+  return { id: r.id, projectId: r.project_id, name: r.name, endpoint: r.endpoint, headers: JSON.parse(r.headers) as Record<string, string>, createdAt: r.created_at, updatedAt: r.updated_at };
+}
+
+/** OTLP destinations of a project. */
+export class DestinationRepo {
+  constructor(private readonly db: Db) {}
+
+  async insert(d: DestinationRecord): Promise<void> {
+    await this.db
+      .insertInto('telemetry_destinations')
+      .values({ id: d.id, project_id: d.projectId, name: d.name, endpoint: d.endpoint, headers: JSON.stringify(d.headers), created_at: d.createdAt, updated_at: d.updatedAt })
+      .execute();
+  }
+
+  async list(projectId: string): Promise<DestinationRecord[]> {
+    const rows = await this.db.selectFrom('telemetry_destinations').selectAll().where('project_id', '=', projectId).orderBy('created_at', 'desc').orderBy('id').execute();
+    return rows.map(destination);
+  }
+
+  async find(projectId: string, idOrName: string): Promise<DestinationRecord | null> {
+    const rows = await this.db
+      .selectFrom('telemetry_destinations')
+      .selectAll()
+      .where('project_id', '=', projectId)
+      .where((eb) => eb.or([eb('id', '=', idOrName), eb('name', '=', idOrName)]))
+      .execute();
+    const r = rows.find((x) => x.id === idOrName) ?? rows[0];
+    return r ? destination(r) : null;
+  }
+
+  async byId(id: string): Promise<DestinationRecord | null> {
+    const r = await this.db.selectFrom('telemetry_destinations').selectAll().where('id', '=', id).executeTakeFirst();
+    return r ? destination(r) : null;
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db.deleteFrom('telemetry_destinations').where('id', '=', id).execute();
+  }
+}

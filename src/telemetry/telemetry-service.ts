@@ -4,7 +4,8 @@ import { newId } from '../domain/ids.js';
 import { NotFound } from '../http/errors.js';
 import { watchBrowser } from './browser-watch.js';
 import { cdpCommandData, nowUs, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
-import type { TelemetryRepo } from './telemetry-repo.js';
+import { OtlpExporter } from './otlp-exporter.js';
+import { DestinationRepo, type TelemetryRepo } from './telemetry-repo.js';
 
 /** Per-session capture state of a session running on this node. */
 interface Capture {
@@ -49,8 +50,13 @@ export class TelemetryService {
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<EventListener>();
+  /** One exporter per destination in use on this node. */
+  private readonly exporters = new Map<string, OtlpExporter>();
+  readonly destinations: DestinationRepo;
 
-  constructor(private readonly deps: { repo: TelemetryRepo; log: Logger }) {}
+  constructor(private readonly deps: { repo: TelemetryRepo; log: Logger; exportBackoffMs?: number }) {
+    this.destinations = new DestinationRepo(deps.repo.db);
+  }
 
   // ---- configuration ------------------------------------------------------------
 
@@ -116,6 +122,28 @@ export class TelemetryService {
     const state = (await this.deps.repo.state(sessionId)) ?? NO_TELEMETRY;
     const seq = await this.deps.repo.lastSeq(sessionId);
     this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq });
+    if (state.exportDestinationId && !this.exporters.has(state.exportDestinationId)) {
+      const d = await this.destinations.byId(state.exportDestinationId);
+      if (!d) this.deps.log.warn({ session_id: sessionId, destination: state.exportDestinationId }, 'telemetry: the export destination no longer exists; not exporting');
+      else {
+        this.exporters.set(
+          d.id,
+          new OtlpExporter(d, {
+            log: this.deps.log,
+            backoffMs: this.deps.exportBackoffMs,
+            onDropped: (sessions, count) => this.exportDropped(d.id, sessions, count),
+          }),
+        );
+      }
+    }
+  }
+
+  /** Lost exports are said in a system event of each session concerned (itself not exported, so a dead endpoint cannot loop). */
+  private exportDropped(destinationId: string, sessions: Set<string>, count: number): void {
+    this.deps.log.warn({ destination: destinationId, dropped: count }, 'telemetry: events could not be exported and were dropped');
+    for (const id of sessions) {
+      this.emit(id, { category: 'system', type: 'telemetry_export_dropped', source: { kind: 'kernel_api', event: 'otlp_exporter' }, data: { destination_id: destinationId, dropped: count, dropped_total: this.exporters.get(destinationId)?.dropped ?? count } }, false);
+    }
   }
 
   /** Stops following a session: its last events are written first. */
@@ -128,12 +156,13 @@ export class TelemetryService {
   }
 
   /** Records an event if its category is captured for the session; returns whether it was. */
-  emit(sessionId: string, event: Omit<TelemetryEvent, 'ts'> & { ts?: number }): boolean {
+  emit(sessionId: string, event: Omit<TelemetryEvent, 'ts'> & { ts?: number }, exported = true): boolean {
     const c = this.captures.get(sessionId);
     if (!c || event.category === 'monitor' || !captures(c.state, event.category)) return false;
     const full: TelemetryEvent = { ...event, ts: event.ts ?? nowUs() } as TelemetryEvent;
     const seq = ++c.seq;
     this.buffer.push({ sessionId, seq, event: full });
+    if (exported && c.state.exportDestinationId) this.exporters.get(c.state.exportDestinationId)?.push({ sessionId, seq, event: full });
     for (const l of this.listeners) {
       try {
         l(sessionId, seq, full);
@@ -162,6 +191,7 @@ export class TelemetryService {
   }
 
   async stop(): Promise<void> {
+    await Promise.allSettled([...this.exporters.values()].map((e) => e.stop()));
     await this.flush();
   }
 

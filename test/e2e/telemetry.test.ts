@@ -264,3 +264,98 @@ describe('telemetry capture', () => {
     await eventually(async () => (await kernel.browsers.retrieve(s.session_id).catch(() => null)) === null);
   });
 });
+
+describe('OTLP export', () => {
+  test('events of a session bound to a destination arrive at an OTLP/HTTP receiver as logs, in order, with their attributes; a 503 is retried', async () => {
+    const http = await import('node:http');
+    const bodies: { resourceLogs: { resource: { attributes: Attr[] }; scopeLogs: { logRecords: LogRecord[] }[] }[] }[] = [];
+    const seenHeaders: string[] = [];
+    let refused = 0;
+    const receiver = http.createServer((req, res) => {
+      let data = '';
+      req.on('data', (d) => (data += d));
+      req.on('end', () => {
+        if (req.url !== '/v1/logs' || req.method !== 'POST') return void res.writeHead(404).end();
+        // The first export is refused as overloaded: the exporter must retry it.
+        if (refused++ === 0) return void res.writeHead(503).end();
+        seenHeaders.push(String(req.headers['x-api-key']));
+        bodies.push(JSON.parse(data));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    const port = (receiver.address() as { port: number }).port;
+    try {
+      let r = await fetch(`${server.url}/telemetry/destinations`, {
+        method: 'POST',
+        headers: server.headers({ 'content-type': 'application/json' }),
+        body: JSON.stringify({ name: 'local-collector', endpoint: `http://127.0.0.1:${port}`, headers: { 'x-api-key': 'collector-secret-value' } }),
+      });
+      const dest = (await r.json()) as { id: string; name: string; header_names: string[] };
+      assert.equal(r.status, 200, JSON.stringify(dest));
+      assert.deepEqual(dest.header_names, ['x-api-key']);
+      assert.ok(!JSON.stringify(dest).includes('collector-secret-value'));
+      r = await fetch(`${server.url}/telemetry/destinations/local-collector`, { headers: server.headers() });
+      assert.equal(((await r.json()) as { id: string }).id, dest.id);
+      r = await fetch(`${server.url}/telemetry/destinations`, { headers: server.headers() });
+      assert.ok(!(await r.text()).includes('collector-secret-value'));
+
+      const s = await kernel.browsers.create({ headless: true, telemetry: { enabled: true, export: { otlp: { destination: { name: 'local-collector' } } } } as { enabled: boolean } });
+      assert.deepEqual((s.telemetry as { export: unknown }).export, { otlp: { enabled: true, destination: dest.id } });
+      // Export is ignored on update: the binding stays.
+      r = await patch(s.session_id, { telemetry: { export: { otlp: { enabled: false } } } });
+      assert.deepEqual(((await r.json()) as { telemetry: { export: unknown } }).telemetry.export, { otlp: { enabled: true, destination: dest.id } });
+      const b = await chromium.connectOverCDP(s.cdp_ws_url);
+      await b.contexts()[0]!.pages()[0]!.goto(site.url);
+      await b.close();
+      await kernel.browsers.deleteByID(s.session_id);
+      const stored = await events(s.session_id);
+
+      const records = await eventually(() => {
+        const recs = bodies.flatMap((body) => body.resourceLogs.flatMap((rl) => rl.scopeLogs.flatMap((sl) => sl.logRecords.map((lr) => ({ rl, lr })))));
+        return recs.some(({ lr }) => attr(lr.attributes, 'event.name') === 'cdp_disconnect') ? recs : null;
+      });
+      assert.ok(records, `the receiver got the events (${refused} requests)`);
+      assert.ok(refused >= 2, 'the refused export was retried');
+      assert.ok(seenHeaders.every((h) => h === 'collector-secret-value'), 'the destination headers are sent');
+      for (const { rl, lr } of records) {
+        assert.equal(attr(rl.resource.attributes, 'service.name'), 'browserd');
+        assert.equal(attr(rl.resource.attributes, 'browser.session_id'), s.session_id);
+        const ev = JSON.parse(lr.body.stringValue) as { type: string; category: string; ts: number };
+        assert.equal(attr(lr.attributes, 'event.name'), ev.type);
+        assert.equal(attr(lr.attributes, 'telemetry.category'), ev.category);
+        assert.equal(lr.timeUnixNano, String(BigInt(ev.ts) * 1000n));
+      }
+      const seqs = records.map(({ lr }) => Number(lr.attributes.find((a) => a.key === 'telemetry.seq')!.value.intValue));
+      assert.deepEqual(seqs, stored.map((e) => e.seq).slice(0, seqs.length), 'exported in capture order, the same events as stored');
+      const types = records.map(({ lr }) => attr(lr.attributes, 'event.name'));
+      assert.equal(types[0], 'cdp_connect');
+      assert.ok(types.includes('cdp_command'));
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+
+  test('destinations: 404 for unknown ones, a bad endpoint is 400, names are unique (409), delete is 204', async () => {
+    const post = (body: unknown) => fetch(`${server.url}/telemetry/destinations`, { method: 'POST', headers: server.headers({ 'content-type': 'application/json' }), body: JSON.stringify(body) });
+    assert.equal((await post({ endpoint: 'ftp://x' })).status, 400);
+    assert.equal((await post({ name: 'dup', endpoint: 'http://127.0.0.1:9' })).status, 200);
+    assert.equal((await post({ name: 'dup', endpoint: 'http://127.0.0.1:9' })).status, 409);
+    assert.equal((await fetch(`${server.url}/telemetry/destinations/missing`, { headers: server.headers() })).status, 404);
+    assert.equal((await fetch(`${server.url}/telemetry/destinations/dup`, { method: 'DELETE', headers: server.headers() })).status, 204);
+    assert.equal((await fetch(`${server.url}/telemetry/destinations/dup`, { headers: server.headers() })).status, 404);
+  });
+});
+
+interface Attr {
+  key: string;
+  value: { stringValue?: string; intValue?: string };
+}
+interface LogRecord {
+  timeUnixNano: string;
+  body: { stringValue: string };
+  attributes: Attr[];
+}
+function attr(list: Attr[], key: string): string | undefined {
+  return list.find((a) => a.key === key)?.value.stringValue;
+}
