@@ -46,7 +46,9 @@ export function chromiumBypassList(privateHosts: string[] | undefined): string {
     if ('error' in parsed) throw new Error(`private_hosts entry "${e}" is invalid: ${parsed.error}`);
     return bypassRule(parsed);
   });
-  return [...new Set(rules), SUBTRACT_IMPLICIT_LOOPBACK].join(';');
+  // Chromium lets later rules override earlier ones, so <-loopback> comes first: a listed
+  // name such as intranet.localhost then still goes direct.
+  return [SUBTRACT_IMPLICIT_LOOPBACK, ...new Set(rules)].join(';');
 }
 
 /**

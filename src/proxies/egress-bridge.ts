@@ -1,3 +1,4 @@
+import dns from 'node:dns';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -28,6 +29,21 @@ class UpstreamTlsAgent extends https.Agent {
 }
 const upstreamTls = new UpstreamTlsAgent({ keepAlive: false });
 
+/**
+ * Direct connections resolve `localhost` and `*.localhost` to loopback without asking DNS
+ * (RFC 6761), as Chromium does itself: a session with direct egress sees the same
+ * addresses through its bridge as without one.
+ */
+const lookupLocalhost = ((hostname: string, options: dns.LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void) => {
+  const h = hostname.toLowerCase().replace(/\.$/, '');
+  if (h === 'localhost' || h.endsWith('.localhost')) {
+    if (options?.all) callback(null, [{ address: '127.0.0.1', family: 4 }]);
+    else callback(null, '127.0.0.1', 4);
+    return;
+  }
+  dns.lookup(hostname, options, callback as never);
+}) as unknown as typeof dns.lookup;
+
 interface Bridge {
   server: Server;
   upstream: Upstream | null;
@@ -56,7 +72,7 @@ export class EgressBridges {
       verbose: false,
       prepareRequestFunction: ({ hostname }) => {
         const u = bridge.upstream;
-        if (!u || matchesBypassHost(u.bypassHosts, hostname)) return { requestAuthentication: false, upstreamProxyUrl: null };
+        if (!u || matchesBypassHost(u.bypassHosts, hostname)) return { requestAuthentication: false, upstreamProxyUrl: null, dnsLookup: lookupLocalhost };
         return { requestAuthentication: false, upstreamProxyUrl: u.url, ...(u.url.startsWith('https:') ? { httpsAgent: upstreamTls } : {}) };
       },
     });

@@ -3,6 +3,7 @@ import type { Principal } from '../accounts/accounts.js';
 import type { Config } from '../config.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
 import { checkCreateRules, checkPlanGates, resolveCreate } from '../domain/browser-rules.js';
+import { checkUpdateProxy } from '../domain/proxy-selection.js';
 import { checkChromePolicy } from '../domain/chrome-policy.js';
 import { checkUpdateTelemetryRules, resolveCreateState, resolveUpdateState, telemetryView } from '../domain/telemetry-config.js';
 import type { TelemetryService } from '../telemetry/telemetry-service.js';
@@ -206,12 +207,15 @@ export class SessionService {
   }
 
   async update(p: Principal, idOrName: string, req: BrowserUpdateRequest): Promise<Record<string, unknown>> {
-    const unsupported = (['proxy', 'proxy_id', 'profile', 'disable_default_proxy'] as const).filter((k) => req[k] !== undefined);
-    const problems: { field: string; message: string }[] = unsupported.map((f) => ({ field: f, message: 'is not supported by this browserd version yet' }));
+    const problems: { field: string; message: string }[] = [...checkUpdateProxy(req)];
+    if (req.profile !== undefined) problems.push({ field: 'profile', message: "cannot be loaded into a running session (a profile's state is copied in before Chromium starts); create a session with it" });
     problems.push(...checkUpdateTelemetryRules(req.telemetry));
     if (problems.length) throw invalidInput(problems);
     const s = await this.mustFind(p, idOrName, false);
-    const patch: { name?: string | null; tags?: Record<string, string> } = {};
+    const patch: Parameters<SessionRepo['update']>[1] = {};
+    // A new proxy selection switches the running session's egress at once (rule 2: omitted, unchanged).
+    const config = await this.deps.resources?.update(p, s, req);
+    if (config) patch.config = config;
     // Kernel semantics: omitted leaves unchanged; "" (or null) clears the name; {} (or null) clears the tags.
     if (req.name !== undefined) patch.name = req.name === '' || req.name === null ? null : req.name;
     if (req.tags !== undefined) patch.tags = req.tags ?? {};
@@ -221,7 +225,7 @@ export class SessionService {
     }
     const fresh = (await this.deps.repo.byId(s.id))!;
     const live = this.live.get(s.id);
-    if (live) live.record = { ...live.record, name: fresh.name, tags: fresh.tags };
+    if (live) live.record = { ...live.record, name: fresh.name, tags: fresh.tags, config: fresh.config };
     return this.view(fresh);
   }
 

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { checkProxyCreate, isBypassHost, isHostOrIp, type ProxyCreateRequest } from '../../src/domain/proxy-request.js';
 import { checkUpdateProxy, egressOf, proxyFields, requestedOnCreate, requestedOnUpdate } from '../../src/domain/proxy-selection.js';
 import { checkCreateRules } from '../../src/domain/browser-rules.js';
-import { matchesBypassHost } from '../../src/domain/proxy-bypass.js';
+import { chromiumBypassList, matchesBypassHost } from '../../src/domain/proxy-bypass.js';
 import { upstreamUrl } from '../../src/proxies/proxy-service.js';
 
 describe('Proxy selection on create', () => {
@@ -99,5 +99,35 @@ describe('upstream URLs', () => {
     assert.equal(upstreamUrl('http', 'p.example', 3128, 'al ice', 'p@ss:/w'), 'http://al%20ice:p%40ss%3A%2Fw@p.example:3128');
     assert.equal(upstreamUrl('socks5', '10.0.0.1', 1080, 'u', null), 'socks5h://u@10.0.0.1:1080');
     assert.equal(upstreamUrl('https', '::1', 443, null, null), 'https://[::1]:443');
+  });
+});
+
+describe('private_hosts -> --proxy-bypass-list', () => {
+  const list = (hosts: string[] | undefined) => chromiumBypassList(hosts).split(';');
+  test('rule 1: omitted, the five default private ranges go direct; loopback follows the egress (<-loopback>)', () => {
+    assert.deepEqual(list(undefined), ['<-loopback>', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', 'fc00::/7']);
+  });
+  test('rule 2: a list replaces the defaults with exactly its entries; an empty list bypasses nothing', () => {
+    assert.deepEqual(list(['10.1.0.0/16']), ['<-loopback>', '10.1.0.0/16']);
+    assert.deepEqual(list([]), ['<-loopback>']);
+  });
+  test('rules 3, 6, 7, 8: names, wildcards, exact IPs (IPv6 bracketed), CIDRs (IPv6 unbracketed), ports where allowed', () => {
+    // <-loopback> first: Chromium lets later rules override earlier ones (measured).
+    assert.deepEqual(list(['intranet.corp', 'Wiki.Corp.Example:8443', '*.corp.example', '10.2.3.4', '10.2.3.4:8080', '[fd00::1]', '[FD00::0:1]:8443', 'fd00:ab::/32', '100.64.0.0/10']), [
+      '<-loopback>',
+      'intranet.corp',
+      'wiki.corp.example:8443',
+      '*.corp.example',
+      '10.2.3.4',
+      '10.2.3.4:8080',
+      '[fd00::1]',
+      '[fd00::1]:8443',
+      'fd00:ab::/32',
+      '100.64.0.0/10',
+    ]);
+  });
+  test('the same rule twice appears once; an invalid entry is never turned into a rule', () => {
+    assert.deepEqual(list(['a.example', 'A.example']), ['<-loopback>', 'a.example']);
+    assert.throws(() => chromiumBypassList(['8.8.8.8']), /invalid/);
   });
 });
