@@ -87,9 +87,12 @@ export function browserRoutes(app: FastifyInstance, sessions: SessionService): v
   app.patch<{ Params: { id_or_name: string }; Body: BrowserUpdateRequest }>(
     '/browsers/:id_or_name',
     {
-      schema: { summary: 'Update a browser session (name, tags, telemetry)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: one },
+      schema: { summary: 'Update a browser session (name, tags, telemetry, proxy)', tags: ['browsers'], params: IdOrNameParams, body: BrowserUpdateRequest, response: one },
       preValidation: async (req) => {
         if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
+        // Fixed at creation by the contract: say so rather than "not a known field".
+        const fixed = (['network', 'extensions', 'vaults', 'region'] as const).filter((k) => typeof req.body === 'object' && Object.hasOwn(req.body as object, k));
+        if (fixed.length) throw invalidInput(fixed.map((f) => ({ field: f, message: 'cannot be changed after creation' })));
       },
     },
     async (req) => sessions.update(principalOf(req), req.params.id_or_name, req.body),

@@ -33,7 +33,7 @@ export interface ResolvedCreate {
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
 /** Parts of the contract this build does not carry out yet; refused rather than silently ignored. */
-const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = ['network'];
+const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = [];
 
 function exactlyOne(obj: Record<string, unknown>, keys: string[], field: string, out: Problem[]): void {
   const given = keys.filter((k) => obj[k] !== undefined);
