@@ -3,7 +3,8 @@ import path from 'node:path';
 /**
  * CDP methods the relay refuses because they reach outside the session: loading an
  * extension from any directory of the server, crashing the browser process on purpose,
- * or pointing the browser at remote debugging targets.
+ * pointing the browser at remote debugging targets, or handing a page its own CDP channel
+ * to the browser (Target.exposeDevToolsProtocol), which would bypass this guard entirely.
  */
 export const BLOCKED_CDP_METHODS = new Set([
   'Extensions.loadUnpacked',
@@ -11,6 +12,7 @@ export const BLOCKED_CDP_METHODS = new Set([
   'Browser.crash',
   'Browser.crashGpuProcess',
   'Target.setRemoteLocations',
+  'Target.exposeDevToolsProtocol',
 ]);
 
 type Params = Record<string, unknown>;
@@ -48,6 +50,13 @@ function redirectDownloads(p: Params, dir: string | undefined): Params | null {
   return { ...p, downloadPath: dir ? downloadsDir(dir) : '/nonexistent' };
 }
 
+/** Any listed path outside the session's directory (a list that is not one of strings counts as outside). */
+function filesOutside(files: unknown, dir: string | undefined): boolean {
+  return Array.isArray(files) && files.some((f) => !inside(dir, f));
+}
+
+const READS_FILES = "files outside the session's own directory would read the server's files";
+
 const REWRITES: Record<string, (p: Params, sessionDir: string | undefined) => Params | null> = {
   'Page.setDownloadBehavior': redirectDownloads,
   'Browser.setDownloadBehavior': redirectDownloads,
@@ -61,8 +70,14 @@ const REWRITES: Record<string, (p: Params, sessionDir: string | undefined) => Pa
 const PARAM_RULES: Record<string, (p: Params, sessionDir: string | undefined) => string | null> = {
   'Page.navigate': (p) => (isFileUrl(p.url) ? "file: URLs would read the server's files" : null),
   'Target.createTarget': (p) => (isFileUrl(p.url) ? "file: URLs would read the server's files" : null),
-  'DOM.setFileInputFiles': (p, dir) =>
-    Array.isArray(p.files) && p.files.some((f) => !inside(dir, f)) ? "files outside the session's own directory would read the server's files" : null,
+  'DOM.setFileInputFiles': (p, dir) => (filesOutside(p.files, dir) ? READS_FILES : null),
+  // A drop carries the named files into the page.
+  'Input.dispatchDragEvent': (p, dir) => (p.data && typeof p.data === 'object' && filesOutside((p.data as Params).files, dir) ? READS_FILES : null),
+  'PWA.launchFilesInApp': (p, dir) => (filesOutside(p.files, dir) ? READS_FILES : null),
+  // Installs from a web bundle path on the server, or a file: URL.
+  'PWA.install': (p) => (typeof p.installUrlOrBundleUrl === 'string' && !/^https?:/i.test(p.installUrlOrBundleUrl.trim()) ? "only http(s) install URLs are allowed; anything else would read the server's files" : null),
+  // DevTools' own fetcher also loads file: URLs (source maps).
+  'Network.loadNetworkResource': (p) => (isFileUrl(p.url) ? "file: URLs would read the server's files" : null),
   'Target.createBrowserContext': (p) =>
     p.proxyServer !== undefined || p.proxyBypassList !== undefined ? "the session's proxy is managed by browserd" : null,
 };

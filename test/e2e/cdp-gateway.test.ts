@@ -317,6 +317,16 @@ describe('clients through cdp_ws_url', () => {
       assert.equal(onSession.sessionId, sessionId);
       assert.ok(onSession.error);
 
+      // Every method refused outright, each answered with its own name.
+      let id = 100;
+      for (const method of ['Extensions.uninstall', 'Browser.crash', 'Browser.crashGpuProcess', 'Target.setRemoteLocations', 'Target.exposeDevToolsProtocol']) {
+        const params = method === 'Target.exposeDevToolsProtocol' ? { targetId: page.targetId } : method === 'Target.setRemoteLocations' ? { locations: [{ host: '127.0.0.1', port: 1 }] } : {};
+        const r = await cdp.send(JSON.stringify({ id: ++id, method, params }));
+        assert.equal(r.id, id);
+        assert.equal(r.result, undefined, `${method} reached Chromium`);
+        assert.match(String((r.error as { message?: string } | undefined)?.message), new RegExp(`^${method.replace('.', '\\.')} is not allowed through browserd`));
+      }
+
       // The connection is still usable after refusals.
       const again = await cdp.send('{"id":7,"method":"Browser.getVersion"}');
       assert.ok(again.result);
@@ -338,6 +348,10 @@ describe('clients through cdp_ws_url', () => {
         [12, 'Target.createTarget', { url: 'FILE:///etc/passwd' }, false],
         [15, 'Target.createBrowserContext', { proxyServer: 'http://127.0.0.1:1' }, false],
         [16, 'DOM.setFileInputFiles', { files: ['/etc/passwd'], backendNodeId: 1 }, true],
+        [17, 'Input.dispatchDragEvent', { type: 'drop', x: 5, y: 5, data: { items: [], files: ['/etc/passwd'], dragOperationsMask: 1 } }, true],
+        [18, 'Network.loadNetworkResource', { url: 'file:///etc/passwd', options: { disableCache: true, includeCredentials: false } }, true],
+        [19, 'PWA.install', { manifestId: 'x', installUrlOrBundleUrl: '/etc/passwd' }, false],
+        [24, 'PWA.launchFilesInApp', { manifestId: 'x', files: ['/etc/passwd'] }, false],
       ];
       for (const [id, method, params, onPage] of refusedFrames) {
         const r = await cdp.send(JSON.stringify({ id, method, params, ...(onPage ? { sessionId } : {}) }));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { BLOCKED_CDP_METHODS, inspectCommand, mightBeRefused, refusalReply, refusedCommand } from '../../src/gateway/cdp-guard.js';
 
-const BLOCKED = ['Extensions.loadUnpacked', 'Extensions.uninstall', 'Browser.crash', 'Browser.crashGpuProcess', 'Target.setRemoteLocations'];
+const BLOCKED = ['Extensions.loadUnpacked', 'Extensions.uninstall', 'Browser.crash', 'Browser.crashGpuProcess', 'Target.setRemoteLocations', 'Target.exposeDevToolsProtocol'];
 
 describe('blocked CDP methods', () => {
   test('the list is the documented one', () => {
@@ -124,6 +124,11 @@ describe('parameters that reach outside the session', () => {
     ['DOM.setFileInputFiles', { files: [`${dir}/../s2/secret`] }],
     ['Target.createBrowserContext', { proxyServer: 'http://1.2.3.4:8080' }],
     ['Target.createBrowserContext', { proxyBypassList: '<-loopback>' }],
+    ['Input.dispatchDragEvent', { type: 'drop', x: 1, y: 1, data: { items: [], files: ['/etc/passwd'], dragOperationsMask: 1 } }],
+    ['PWA.launchFilesInApp', { manifestId: 'm', files: ['/etc/passwd'] }],
+    ['PWA.install', { manifestId: 'm', installUrlOrBundleUrl: '/data/runtime/s2/app.wbn' }],
+    ['PWA.install', { manifestId: 'm', installUrlOrBundleUrl: 'file:///etc/app.wbn' }],
+    ['Network.loadNetworkResource', { frameId: 'F', url: 'file:///etc/passwd', options: { disableCache: true, includeCredentials: false } }],
   ] as const;
   for (const [method, params] of refused) {
     test(`refuses ${method} ${JSON.stringify(params)}`, () => {
@@ -142,6 +147,10 @@ describe('parameters that reach outside the session', () => {
     ['Page.setDownloadBehavior', { behavior: 'allow', downloadPath: `${dir}/Downloads` }],
     ['Browser.setDownloadBehavior', { behavior: 'deny' }],
     ['Target.createBrowserContext', { disposeOnDetach: true }],
+    ['Input.dispatchDragEvent', { type: 'drop', x: 1, y: 1, data: { items: [{ mimeType: 'text/plain', data: 'x' }], dragOperationsMask: 1 } }],
+    ['Input.dispatchDragEvent', { type: 'drop', x: 1, y: 1, data: { items: [], files: [`${dir}/upload.txt`], dragOperationsMask: 1 } }],
+    ['PWA.install', { manifestId: 'm', installUrlOrBundleUrl: 'https://app.example/' }],
+    ['Network.loadNetworkResource', { frameId: 'F', url: 'https://example.com/app.js.map', options: { disableCache: true, includeCredentials: false } }],
   ] as const;
   for (const [method, params] of relayed) {
     test(`relays ${method} ${JSON.stringify(params)}`, () => assert.equal(refusedCommand(frame(method, params), dir), null));
