@@ -50,6 +50,7 @@ type EventsQuery = {
  */
 export function telemetryRoutes(app: FastifyInstance, deps: { sessions: SessionService; repo: TelemetryRepo; telemetry: TelemetryService }): void {
   telemetryDestinationRoutes(app, deps.telemetry);
+  telemetryStreamRoute(app, deps);
   app.get<{ Params: { id: string }; Querystring: EventsQuery }>(
     '/browsers/:id/telemetry/events',
     {
@@ -172,6 +173,83 @@ export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: Tele
     async (req, reply) => {
       await repo.delete((await must(principalOf(req).projectId, req.params.id_or_name)).id);
       return reply.code(204).send();
+    },
+  );
+}
+
+const KEEPALIVE_MS = 15_000;
+
+/**
+ * The live stream (the SDK's `browsers.telemetry.stream`): server-sent events, one
+ * `{seq, event}` per `data:` frame with `id: <seq>`, no `event:` field, a keepalive comment
+ * every 15 s. Fresh connections see new events only; `replay=all` starts from the oldest
+ * retained event and `Last-Event-ID` resumes after that seq (it wins over replay). The
+ * stream ends when the session ends (at once for an ended session, after any replay).
+ */
+export function telemetryStreamRoute(app: FastifyInstance, deps: { sessions: SessionService; repo: TelemetryRepo; telemetry: TelemetryService }): void {
+  app.get<{ Params: { id: string }; Querystring: { replay?: string } }>(
+    '/browsers/:id/telemetry/stream',
+    {
+      schema: {
+        summary: 'Stream telemetry events of a browser session (server-sent events)',
+        tags: ['telemetry'],
+        params: Type.Object({ id: Type.String({ minLength: 1 }) }),
+        querystring: Type.Object({ replay: Type.Optional(Type.String()) }),
+      },
+    },
+    async (req, reply) => {
+      const session = await deps.sessions.get(principalOf(req), req.params.id, true);
+      const sessionId = session.session_id as string;
+      const lastId = Number(req.headers['last-event-id']);
+      const from = Number.isInteger(lastId) && lastId >= 0 ? lastId : req.query.replay === 'all' ? 0 : null;
+      reply.hijack();
+      const raw = reply.raw;
+      raw.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+      raw.write(': stream open\n\n');
+      let sent = 0;
+      let replaying = true;
+      const held: { seq: number; event: unknown }[] = [];
+      const send = (seq: number, event: unknown) => {
+        if (seq <= sent) return;
+        sent = seq;
+        raw.write(`id: ${seq}\ndata: ${JSON.stringify({ seq, event })}\n\n`);
+      };
+      const off = deps.telemetry.subscribe((sid, seq, event) => {
+        if (sid !== sessionId) return;
+        if (replaying) held.push({ seq, event });
+        else send(seq, event);
+      });
+      let ended = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        off();
+        offEnd();
+        clearInterval(keepalive);
+        raw.end();
+      };
+      const offEnd = deps.telemetry.onSessionEnd(sessionId, () => setImmediate(end));
+      const keepalive = setInterval(() => raw.write(': keepalive\n\n'), KEEPALIVE_MS);
+      keepalive.unref();
+      req.raw.on('close', end);
+      try {
+        if (from !== null) {
+          await deps.telemetry.flush();
+          let after = from;
+          for (;;) {
+            const page = await deps.repo.events({ sessionId, order: 'asc', after, limit: 500 });
+            for (const e of page.items) send(e.seq, e.event);
+            if (!page.hasMore || !page.items.length) break;
+            after = page.items[page.items.length - 1]!.seq;
+          }
+        }
+        // Without a replay only events captured after the stream opened are sent (those held meanwhile).
+      } finally {
+        replaying = false;
+        for (const h of held) send(h.seq, h.event);
+        held.length = 0;
+      }
+      if (!deps.telemetry.following(sessionId)) end();
     },
   );
 }

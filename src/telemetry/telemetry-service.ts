@@ -50,6 +50,7 @@ export class TelemetryService {
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<EventListener>();
+  private readonly endListeners = new Map<string, Set<() => void>>();
   /** One exporter per destination in use on this node. */
   private readonly exporters = new Map<string, OtlpExporter>();
   readonly destinations: DestinationRepo;
@@ -152,6 +153,8 @@ export class TelemetryService {
     if (c?.unwatch) (await c.unwatch)();
     await this.flush();
     this.captures.delete(sessionId);
+    for (const l of this.endListeners.get(sessionId) ?? []) l();
+    this.endListeners.delete(sessionId);
     await this.deps.repo.prune(sessionId, RETAINED_EVENTS_PER_SESSION).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));
   }
 
@@ -172,6 +175,19 @@ export class TelemetryService {
     }
     this.flushTimer ??= setTimeout(() => void this.flush(), FLUSH_MS);
     return true;
+  }
+
+  /** Whether the session is followed on this node (running here). */
+  following(sessionId: string): boolean {
+    return this.captures.has(sessionId);
+  }
+
+  /** Calls `l` once when the session stops being followed (it ended). */
+  onSessionEnd(sessionId: string, l: () => void): () => void {
+    const set = this.endListeners.get(sessionId) ?? new Set();
+    set.add(l);
+    this.endListeners.set(sessionId, set);
+    return () => set.delete(l);
   }
 
   subscribe(l: EventListener): () => void {

@@ -265,6 +265,38 @@ describe('telemetry capture', () => {
   });
 });
 
+describe('telemetry stream (server-sent events)', () => {
+  test('live events through the SDK stream; replay=all and Last-Event-ID on an ended session replay and end', async () => {
+    const s = await kernel.browsers.create({ headless: true, telemetry: { enabled: true } });
+    const live: Envelope[] = [];
+    const stream = await kernel.browsers.telemetry.stream(s.session_id);
+    const reading = (async () => {
+      for await (const e of stream) {
+        live.push(e as unknown as Envelope);
+        if ((e as unknown as Envelope).event.type === 'cdp_disconnect') break;
+      }
+    })();
+    const b = await chromium.connectOverCDP(s.cdp_ws_url);
+    await b.contexts()[0]!.pages()[0]!.goto(site.url);
+    await b.close();
+    await reading;
+    assert.equal(live[0]!.event.type, 'cdp_connect');
+    assert.ok(live.some((e) => e.event.type === 'cdp_command'));
+    const seqs = live.map((e) => e.seq);
+    assert.deepEqual(seqs, seqs.map((_, i) => seqs[0]! + i), 'consecutive seq, no gaps');
+    await kernel.browsers.deleteByID(s.session_id);
+
+    const all: Envelope[] = [];
+    for await (const e of await kernel.browsers.telemetry.stream(s.session_id, { replay: 'all' })) all.push(e as unknown as Envelope);
+    assert.deepEqual(all.map((e) => e.seq), (await events(s.session_id)).map((e) => e.seq), 'replay=all gives every stored event, then the stream of an ended session ends');
+    const resumed: Envelope[] = [];
+    for await (const e of await kernel.browsers.telemetry.stream(s.session_id, { 'Last-Event-ID': String(all[2]!.seq), replay: 'all' })) resumed.push(e as unknown as Envelope);
+    assert.deepEqual(resumed.map((e) => e.seq), all.slice(3).map((e) => e.seq), 'Last-Event-ID resumes after that event and wins over replay');
+    const none = await fetch(`${server.url}/browsers/nope/telemetry/stream`, { headers: server.headers({ accept: 'text/event-stream' }) });
+    assert.equal(none.status, 404);
+  });
+});
+
 describe('OTLP export', () => {
   test('events of a session bound to a destination arrive at an OTLP/HTTP receiver as logs, in order, with their attributes; a 503 is retried', async () => {
     const http = await import('node:http');
