@@ -69,3 +69,30 @@ export function cdpCommandData(msg: { id?: unknown; method: string; params?: unk
   }
   return data;
 }
+
+/** Methods whose cdp_command data needs the params (everything else: method, id, session and size only). */
+export function needsParams(method: string): boolean {
+  return PARAMS_KEPT.has(method) || URL_KEPT.has(method) || method === 'Input.insertText' || method === 'Input.dispatchKeyEvent';
+}
+
+const HEAD_FIELDS = /"(id|method|sessionId)"\s*:\s*(\d+|"(?:[^"\\]|\\.)*")/g;
+
+/**
+ * The id, method and CDP session of a command frame without parsing it whole: clients put
+ * `id` and `method` first and `sessionId` last, so only the frame's head and tail are read.
+ * Returns null when the frame does not look like that (the caller then parses it).
+ */
+export function peekCommand(frame: Buffer): { id?: number; method: string; sessionId?: string } | null {
+  const head = frame.toString('latin1', 0, Math.min(frame.length, 160));
+  const tail = frame.length > 160 ? frame.toString('latin1', Math.max(160, frame.length - 120)) : '';
+  const out: { id?: number; method?: string; sessionId?: string } = {};
+  for (const part of [head, tail]) {
+    for (const m of part.matchAll(HEAD_FIELDS)) {
+      const v = m[2]!;
+      if (m[1] === 'id' && out.id === undefined && /^\d+$/.test(v)) out.id = Number(v);
+      else if (m[1] === 'method' && out.method === undefined && v.startsWith('"') && !v.includes('\\')) out.method = v.slice(1, -1);
+      else if (m[1] === 'sessionId' && v.startsWith('"') && !v.includes('\\')) out.sessionId = v.slice(1, -1);
+    }
+  }
+  return out.method ? (out as { id?: number; method: string; sessionId?: string }) : null;
+}

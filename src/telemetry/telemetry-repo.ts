@@ -43,11 +43,13 @@ export class TelemetryRepo {
   }
 
   async insertEvents(rows: { sessionId: string; seq: number; event: TelemetryEvent }[]): Promise<void> {
-    if (!rows.length) return;
-    await this.db
-      .insertInto('telemetry_events')
-      .values(rows.map((r) => ({ session_id: r.sessionId, seq: r.seq, ts: r.event.ts, category: r.event.category, type: r.event.type, event: JSON.stringify(r.event) })))
-      .execute();
+    // Chunks keep each statement under SQLite's bound-parameter limit (6 per row).
+    for (let i = 0; i < rows.length; i += 500) {
+      await this.db
+        .insertInto('telemetry_events')
+        .values(rows.slice(i, i + 500).map((r) => ({ session_id: r.sessionId, seq: r.seq, ts: r.event.ts, category: r.event.category, type: r.event.type, event: JSON.stringify(r.event) })))
+        .execute();
+    }
   }
 
   /** One page of events plus whether more follow (in the read direction). */

@@ -3,7 +3,7 @@ import { captures, NO_TELEMETRY, type TelemetryState } from '../domain/telemetry
 import { newId } from '../domain/ids.js';
 import { NotFound } from '../http/errors.js';
 import { watchBrowser } from './browser-watch.js';
-import { cdpCommandData, nowUs, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
+import { cdpCommandData, needsParams, nowUs, peekCommand, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
 import { OtlpExporter } from './otlp-exporter.js';
 import { DestinationRepo, type TelemetryRepo } from './telemetry-repo.js';
 
@@ -228,11 +228,15 @@ export class TelemetryService {
         return protocol === 'cdp' && !!svc.captures.get(sessionId)?.state.categories?.control;
       },
       command(frame: Buffer) {
-        let msg: { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown };
-        try {
-          msg = JSON.parse(frame.toString()) as typeof msg;
-        } catch {
-          return;
+        // Most commands need only their method, id and session: read from the frame's ends, not parsed whole.
+        const peeked = peekCommand(frame);
+        let msg: { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown } | null = peeked && !needsParams(peeked.method) ? peeked : null;
+        if (!msg) {
+          try {
+            msg = JSON.parse(frame.toString()) as { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown };
+          } catch {
+            return;
+          }
         }
         if (typeof msg.method !== 'string') return;
         if (svc.captures.get(sessionId)?.excluded.has(msg.method)) {
