@@ -369,3 +369,21 @@ describe('sessions with a proxy', () => {
     }
   });
 });
+
+describe('restart', () => {
+  test('after kill -9 a re-adopted session keeps its proxy: its bridge is reopened on the port its Chromium uses', async () => {
+    const p = await createProxy(httpBody('restart'));
+    const b = await session({ proxy: { id: p.id }, timeout_seconds: 300 });
+    const pid = mainPid(b.session_id as string);
+    await server.kill9();
+    // The same data dir and key; the old server's stop() is never called, the new one cleans up.
+    server = await startServer({ dataDir: server.dataDir, apiKey: server.apiKey, env: { NODE_EXTRA_CA_CERTS: cert.certFile } });
+    const again = (await call('GET', `/browsers/${b.session_id as string}`)).body;
+    assert.deepEqual(again.proxy, { id: p.id });
+    assert.equal(mainPid(b.session_id as string), pid, 'the session was not re-adopted');
+    const url = `${site.url}?after-restart=1`;
+    assert.equal(await titleOf(again, url), 'browserd test page');
+    assert.ok(httpProxy.log.some((e) => e.target === url && e.auth === `alice:${PASSWORD}`), 'the re-adopted session no longer uses its proxy');
+    await end(again);
+  });
+});
