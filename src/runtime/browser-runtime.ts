@@ -192,7 +192,7 @@ export class BrowserRuntime {
       if (vnc) await terminateGroup(vnc.pid, 1000);
       if (display) await terminateGroup(display.pid, 1000);
       await this.killLeftovers(spec.sessionId);
-      this.opts.cgroups?.remove(spec.sessionId);
+      await this.opts.cgroups?.remove(spec.sessionId);
       this.removeFiles(spec.sessionId);
       throw err;
     }
@@ -296,7 +296,7 @@ export class BrowserRuntime {
     }
     await this.killLeftovers(sessionId);
     this.removeStaleLocks();
-    this.opts.cgroups?.remove(sessionId);
+    await this.opts.cgroups?.remove(sessionId);
     try {
       if (opts.beforeRemove && fs.existsSync(this.sessionDir(sessionId))) await opts.beforeRemove(this.sessionDir(sessionId));
     } finally {
@@ -354,7 +354,7 @@ export class BrowserRuntime {
       3000,
     );
     this.removeStaleLocks();
-    this.opts.cgroups?.sweep(keep);
+    await this.opts.cgroups?.sweep(keep);
     let dirs = 0;
     for (const root of [this.runtimeDir, this.tmpRoot]) {
       if (!fs.existsSync(root)) continue;

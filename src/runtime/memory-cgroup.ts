@@ -57,19 +57,51 @@ export class MemoryCgroups {
     }
   }
 
-  /** Removes the session's group; its processes must be gone (an empty group can be removed). */
-  remove(sessionId: string): void {
+  /** PIDs the kernel still lists in the session's group. */
+  private members(sessionId: string): number[] {
     try {
-      fs.rmdirSync(path.join(this.root, sessionId));
+      return fs
+        .readFileSync(path.join(this.root, sessionId, 'cgroup.procs'), 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map(Number);
     } catch {
-      /* already gone, or a process lingers: the next sweep retries */
+      return [];
+    }
+  }
+
+  /**
+   * Removes the session's group. The kernel refuses while it still lists processes, which
+   * happens for a moment after a kill (exiting, not yet reaped): those are the session's by
+   * membership, so they are killed again and the removal retried until `timeoutMs`.
+   * Returns whether the group is gone.
+   */
+  async remove(sessionId: string, timeoutMs = 5000): Promise<boolean> {
+    const dir = path.join(this.root, sessionId);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      try {
+        fs.rmdirSync(dir);
+        return true;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return true;
+        if (Date.now() >= deadline) return false;
+      }
+      for (const pid of this.members(sessionId)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* already gone */
+        }
+      }
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
 
   /** Removes the groups of sessions not in `keep`. */
-  sweep(keep: Set<string>): void {
+  async sweep(keep: Set<string>): Promise<void> {
     for (const name of fs.readdirSync(this.root, { withFileTypes: true })) {
-      if (name.isDirectory() && !keep.has(name.name)) this.remove(name.name);
+      if (name.isDirectory() && !keep.has(name.name)) await this.remove(name.name);
     }
   }
 }
