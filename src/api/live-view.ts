@@ -5,21 +5,15 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { SessionTokens } from '../gateway/tokens.js';
 import { NotFound, Unauthorized } from '../http/errors.js';
+import { privatePage as privateHeaders } from '../http/private-page.js';
 import type { SessionService } from '../sessions/session-service.js';
 import { errorResponses } from './schemas.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const WEB = path.join(ROOT, 'web');
 const NOVNC = path.join(ROOT, 'node_modules/@novnc/novnc');
-
-/** Headers for pages whose URL carries a token: never cached, never sent on as a referrer. */
-function privatePage(reply: FastifyReply): FastifyReply {
-  return reply
-    .header('cache-control', 'no-store')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-frame-options', 'SAMEORIGIN')
-    .header('content-security-policy', "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self'; script-src 'self'");
-}
+const LIVE_CSP = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data: blob:; style-src 'self'; script-src 'self'";
+const privatePage = (reply: FastifyReply) => privateHeaders(reply, { csp: LIVE_CSP, frameable: true });
 
 /**
  * The live view page of headful sessions (`browser_live_view_url`), its status endpoint and

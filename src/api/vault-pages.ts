@@ -3,21 +3,15 @@ import path from 'node:path';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, NotFound } from '../http/errors.js';
+import { privatePage as privateHeaders } from '../http/private-page.js';
 import type { VaultService } from '../vaults/vault-service.js';
 import { errorResponses } from './schemas.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const WEB = path.join(ROOT, 'web');
 
-/** Headers for pages reached with a token in the URL: never cached, framed, sniffed or sent on as a referrer. */
-function privatePage(reply: FastifyReply): FastifyReply {
-  return reply
-    .header('cache-control', 'no-store')
-    .header('referrer-policy', 'no-referrer')
-    .header('x-frame-options', 'DENY')
-    .header('x-content-type-options', 'nosniff')
-    .header('content-security-policy', "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; form-action 'none'; frame-ancestors 'none'; base-uri 'none'");
-}
+const VAULT_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src data:; form-action 'none'; base-uri 'none'";
+const privatePage = (reply: FastifyReply) => privateHeaders(reply, { csp: VAULT_CSP, frameable: false });
 
 function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);

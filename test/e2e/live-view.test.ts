@@ -962,14 +962,16 @@ describe('live view of a headful session', () => {
     assert.equal(await liveStatus(liveUrl), 'active');
   });
 
-  test('the page is a private page: no caching, no referrer, same-origin framing only', async () => {
+  test('the page is a private page: no caching, no referrer, no sniffing; it may be embedded (framed) by any origin', async () => {
     const res = await fetch(liveUrl);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
     assert.equal(res.headers.get('cache-control'), 'no-store');
     assert.equal(res.headers.get('referrer-policy'), 'no-referrer');
-    assert.equal(res.headers.get('x-frame-options'), 'SAMEORIGIN');
+    assert.equal(res.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(res.headers.get('x-frame-options'), null, 'dashboards embed the live view in an iframe');
     assert.match(res.headers.get('content-security-policy') ?? '', /default-src 'self'/);
+    assert.match(res.headers.get('content-security-policy') ?? '', /frame-ancestors \*/);
   });
 
   test('deleting the session: the viewer shows that it ended, websockets close with 1000 and the reason, Xvfb and x11vnc end', async () => {
