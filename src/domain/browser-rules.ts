@@ -32,9 +32,6 @@ export interface ResolvedCreate {
 
 export const DEFAULT_TIMEOUT_SECONDS = 60;
 
-/** Parts of the contract this build does not carry out yet; refused rather than silently ignored. */
-const NOT_YET_SUPPORTED: (keyof BrowserCreateRequest)[] = [];
-
 function exactlyOne(obj: Record<string, unknown>, keys: string[], field: string, out: Problem[]): void {
   const given = keys.filter((k) => obj[k] !== undefined);
   if (given.length !== 1) out.push({ field, message: `exactly one of ${keys.join(', ')} must be given (got ${given.length ? given.join(', ') : 'none'})` });
@@ -67,9 +64,7 @@ export function checkCreateRules(req: BrowserCreateRequest): Problem[] {
   if (req.network?.private_hosts) out.push(...checkPrivateHosts(req.network.private_hosts));
   out.push(...checkTelemetryRules(req.telemetry));
 
-  for (const f of NOT_YET_SUPPORTED) {
-    if (req[f] !== undefined) out.push({ field: f, message: 'is not supported by this browserd version yet' });
-  }
+  // Not built yet, so refused rather than silently ignored.
   if (req.gpu === true) out.push({ field: 'gpu', message: 'GPU acceleration is not available on this node' });
   if (req.stealth === true) out.push({ field: 'stealth', message: 'stealth mode is not supported by this browserd version yet' });
   return out;
