@@ -57,6 +57,19 @@ if (tc.status !== 0) {
   process.exit(1);
 }
 
+// Memory cgroups the servers of this run create (one per node, one per session) must be gone too.
+function memoryCgroupBase() {
+  try {
+    const line = fs.readFileSync('/proc/self/cgroup', 'utf8').split('\n').find((l) => /^\d+:memory:/.test(l));
+    return line ? path.join('/sys/fs/cgroup/memory', line.split(':')[2]) : null;
+  } catch {
+    return null;
+  }
+}
+const cgBase = memoryCgroupBase();
+const nodeGroups = () => (cgBase && fs.existsSync(cgBase) ? fs.readdirSync(cgBase).filter((n) => n.startsWith('browserd-node-')) : []);
+const groupsBefore = new Set(nodeGroups());
+
 const concurrency = process.env.TEST_CONCURRENCY ?? '2';
 const run = spawnSync(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...files], {
   stdio: 'inherit',
@@ -70,8 +83,19 @@ for (const d of fs.readdirSync(runDir)) {
   if (fs.existsSync(rt)) for (const s of fs.readdirSync(rt)) leftDirs.push(path.join(rt, s));
 }
 fs.rmSync(runDir, { recursive: true, force: true });
+const leftGroups = nodeGroups().filter((g) => !groupsBefore.has(g));
+for (const g of leftGroups) {
+  const dir = path.join(cgBase, g);
+  for (const s of fs.readdirSync(dir, { withFileTypes: true })) if (s.isDirectory()) leftDirs.push(path.join(dir, s.name));
+  leftDirs.push(dir);
+}
+for (const d of leftGroups.length ? leftDirs.filter((d) => d.startsWith(cgBase)) : []) {
+  try {
+    fs.rmdirSync(d);
+  } catch {}
+}
 if (leftDirs.length) {
-  console.error(`\nLEAK: ${leftDirs.length} session temporary director(ies) outlived the test suite:`);
+  console.error(`\nLEAK: ${leftDirs.length} session temporary director(ies) or memory cgroup(s) outlived the test suite:`);
   for (const d of leftDirs) console.error(`  ${d}`);
 }
 if (leaked.length) {

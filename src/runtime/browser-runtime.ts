@@ -322,13 +322,14 @@ export class BrowserRuntime {
     }
   }
 
-  /** At server stop: removes the temp root when no session (re-adoptable after a crash) uses it. */
+  /** At server stop: removes the temp root and the node's cgroup when no session (re-adoptable after a crash) uses them. */
   close(): void {
     try {
       fs.rmdirSync(this.tmpRoot);
     } catch {
       /* sessions still use it, or already gone */
     }
+    this.opts.cgroups?.close();
   }
 
   private removeStaleLocks(): void {

@@ -98,6 +98,18 @@ export class MemoryCgroups {
     }
   }
 
+  /**
+   * At server stop: removes this node's parent group once no session group is left in it
+   * (after a crash, sessions' groups remain and the next start reuses the parent).
+   */
+  close(): void {
+    try {
+      fs.rmdirSync(this.root);
+    } catch {
+      /* sessions still hold groups in it, or already gone */
+    }
+  }
+
   /** Removes the groups of sessions not in `keep`. */
   async sweep(keep: Set<string>): Promise<void> {
     for (const name of fs.readdirSync(this.root, { withFileTypes: true })) {
