@@ -10,8 +10,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { firstPage, measure, PIPELINE, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
+import { runBench } from './lib/report.js';
 
-async function main(): Promise<void> {
+async function main(): Promise<Record<string, unknown>> {
   const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0' } });
   try {
     const res = await fetch(`${server.url}/browsers`, {
@@ -29,31 +30,21 @@ async function main(): Promise<void> {
     const directAgain = await measure(direct, page);
     const best = (a: Record<string, number>, c: Record<string, number>) => (a.rtt_p50_us! <= c.rtt_p50_us! ? a : c);
     const baseline = best(directFirst, directAgain);
-    process.stdout.write(
-      `${JSON.stringify(
-        {
-          bench: 'cdp-relay',
-          rounds: ROUNDS,
-          pipelined: PIPELINE,
-          direct: baseline,
-          gateway,
-          overhead: {
-            rtt_p50_us: gateway.rtt_p50_us! - baseline.rtt_p50_us!,
-            rtt_p99_us: gateway.rtt_p99_us! - baseline.rtt_p99_us!,
-            throughput_ratio: Number((gateway.pipelined_per_s! / baseline.pipelined_per_s!).toFixed(3)),
-          },
-          machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
-        },
-        null,
-        2,
-      )}\n`,
-    );
+    return {
+      bench: 'cdp-relay',
+      rounds: ROUNDS,
+      pipelined: PIPELINE,
+      direct: baseline,
+      gateway,
+      overhead: {
+        rtt_p50_us: gateway.rtt_p50_us! - baseline.rtt_p50_us!,
+        rtt_p99_us: gateway.rtt_p99_us! - baseline.rtt_p99_us!,
+        throughput_ratio: Number((gateway.pipelined_per_s! / baseline.pipelined_per_s!).toFixed(3)),
+      },
+    };
   } finally {
     await server.stop();
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

@@ -7,8 +7,9 @@
  */
 import { firstPage, measure, PIPELINE, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
+import { runBench } from './lib/report.js';
 
-async function main(): Promise<void> {
+async function main(): Promise<Record<string, unknown>> {
   const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0' } });
   try {
     const res = await fetch(`${server.url}/browsers`, {
@@ -35,28 +36,18 @@ async function main(): Promise<void> {
     const best = (list: Record<string, number>[]) => list.reduce((a, c) => (c.pipelined_per_s! > a.pipelined_per_s! ? c : a));
     const off = best(runs.off!);
     const on = best(runs.on!);
-    process.stdout.write(
-      `${JSON.stringify(
-        {
-          bench: 'cdp-relay-telemetry',
-          rounds: ROUNDS,
-          pipelined: PIPELINE,
-          control_off: off,
-          control_on: on,
-          throughput_ratio_on_vs_off: Number((on.pipelined_per_s! / off.pipelined_per_s!).toFixed(3)),
-          rtt_p50_overhead_us: on.rtt_p50_us! - off.rtt_p50_us!,
-          machine: { cpus: (await import('node:os')).cpus().length, node: process.version },
-        },
-        null,
-        2,
-      )}\n`,
-    );
+    return {
+      bench: 'cdp-relay-telemetry',
+      rounds: ROUNDS,
+      pipelined: PIPELINE,
+      control_off: off,
+      control_on: on,
+      throughput_ratio_on_vs_off: Number((on.pipelined_per_s! / off.pipelined_per_s!).toFixed(3)),
+      rtt_p50_overhead_us: on.rtt_p50_us! - off.rtt_p50_us!,
+    };
   } finally {
     await server.stop();
   }
 }
 
-main().catch((err) => {
-  process.stderr.write(`${String(err)}\n`);
-  process.exit(1);
-});
+runBench(main);

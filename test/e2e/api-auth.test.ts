@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import crypto from 'node:crypto';
-import path from 'node:path';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
-import { ROOT, startServer, type TestServer } from '../helpers/server.js';
+import { runCli, startServer, type TestServer } from '../helpers/server.js';
 
 /**
  * Authentication, project scoping and plan gates against the real server. Extra keys,
@@ -18,18 +16,7 @@ let server: TestServer;
 
 /** Runs `browserd <args>` on the server's store; resolves with exit code and output. */
 function cli(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(ROOT, 'bin/browserd.js'), ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, BROWSERD_DATA_DIR: server.dataDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
-    p.on('error', reject);
-    p.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return runCli(server.dataDir, args);
 }
 
 async function cliJson<T = Json>(...args: string[]): Promise<T> {

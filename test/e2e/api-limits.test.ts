@@ -1,30 +1,15 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
-import { ROOT, startServer, type TestServer } from '../helpers/server.js';
+import { cliJson as cliJsonOn, startServer, type TestServer } from '../helpers/server.js';
 
 /** Limits: session names unique per project, node capacity (529) and the per-key rate limit (429). */
 
 type Json = Record<string, unknown>;
 
 /** Runs `browserd <args>` on a server's store and parses its JSON output. */
-async function cliJson<T = Json>(server: TestServer, ...args: string[]): Promise<T> {
-  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(ROOT, 'bin/browserd.js'), ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, BROWSERD_DATA_DIR: server.dataDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (err += d));
-    p.on('error', reject);
-    p.on('close', (c) => resolve({ code: c, stdout: out, stderr: err }));
-  });
-  assert.equal(code, 0, `browserd ${args.join(' ')}: ${stderr}`);
-  return JSON.parse(stdout) as T;
+function cliJson<T = Json>(server: TestServer, ...args: string[]): Promise<T> {
+  return cliJsonOn<T>(server.dataDir, ...args);
 }
 
 async function call(server: TestServer, method: string, p: string, opts: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; headers: Headers; body: unknown; text: string }> {

@@ -3,12 +3,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
-import Database from 'better-sqlite3';
 import { SignJWT } from 'jose';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import WebSocket from 'ws';
-import { eventually, sessionProcesses, startServer, startSite, type TestServer } from '../helpers/server.js';
+import { eventually, sessionProcesses, signingKey, startServer, startSite, type TestServer } from '../helpers/server.js';
 
 let server: TestServer;
 let site: Awaited<ReturnType<typeof startSite>>;
@@ -406,15 +405,7 @@ test('bad tokens are refused with an HTTP error before any byte reaches Chromium
     const bidiToken = jwtOf(s.webdriver_ws_url);
 
     // An expired token signed with the server's real key (from the store), so only the expiry is wrong.
-    const db = new Database(path.join(server.dataDir, 'browserd.sqlite'), { readonly: true, fileMustExist: true });
-    let key: Buffer;
-    try {
-      const row = db.prepare("SELECT value FROM settings WHERE key = 'jwt_signing_key'").get() as { value: string } | undefined;
-      assert.ok(row, 'no jwt_signing_key in the store');
-      key = Buffer.from(row.value, 'base64');
-    } finally {
-      db.close();
-    }
+    const key = signingKey(server.dataDir);
     const now = Math.floor(Date.now() / 1000);
     const expired = await new SignJWT({ ch: 'cdp' })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { eventually, ROOT, sessionProcesses, startServer, startSite, type TestServer } from '../helpers/server.js';
+import { cliJson, eventually, sessionProcesses, startServer, startSite, type TestServer } from '../helpers/server.js';
 
 /**
  * What each field of the create request does in a real session: the viewport is the
@@ -21,24 +20,6 @@ let site: Awaited<ReturnType<typeof startSite>>;
 let kernel: Kernel;
 let acmeKey: string;
 
-/** Runs `browserd <args>` on a server's store (the CLI opens the same SQLite file); parses its JSON output. */
-function cliJson<T = Json>(dataDir: string, ...args: string[]): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(ROOT, 'bin/browserd.js'), ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, BROWSERD_DATA_DIR: dataDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
-    p.on('error', reject);
-    p.on('close', (code) => {
-      if (code !== 0) reject(new Error(`browserd ${args.join(' ')} exited with ${code}: ${stderr}`));
-      else resolve(JSON.parse(stdout) as T);
-    });
-  });
-}
 
 /** A start_up organization with its own key, on the store of `s`. */
 async function startUpKey(s: TestServer): Promise<string> {

@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
-import Database from 'better-sqlite3';
 import { SignJWT } from 'jose';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import WebSocket from 'ws';
-import { eventually, sessionProcesses, startServer, startSite, type TestServer } from '../helpers/server.js';
+import { eventually, sessionProcesses, signingKey, startServer, startSite, type TestServer } from '../helpers/server.js';
 
 // The live view end to end: a headful session shows a page the test serves; a second
 // Chromium (the "person") opens browser_live_view_url, and what it sees and does is
@@ -112,15 +110,7 @@ function liveWsUrl(liveUrl: string, jwt?: string | null): string {
 
 /** A live-channel token signed with the server's own key, as the server would sign it. */
 async function mintLiveToken(sessionId: string, extra: Record<string, unknown> = {}): Promise<string> {
-  const db = new Database(path.join(server.dataDir, 'browserd.sqlite'), { readonly: true, fileMustExist: true });
-  let key: Uint8Array;
-  try {
-    const row = db.prepare("SELECT value FROM settings WHERE key = 'jwt_signing_key'").get() as { value: string } | undefined;
-    assert.ok(row, 'no jwt_signing_key in the store');
-    key = Buffer.from(row.value, 'base64');
-  } finally {
-    db.close();
-  }
+  const key = signingKey(server.dataDir);
   const now = Math.floor(Date.now() / 1000);
   return new SignJWT({ ch: 'live', ...extra })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import Database from 'better-sqlite3';
 
 export const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BIN = path.join(ROOT, 'bin/browserd.js');
@@ -143,4 +144,39 @@ export async function startSite(html = '<title>browserd test page</title><h1 id=
     url: `http://127.0.0.1:${port}/`,
     close: () => new Promise<void>((r) => srv.close(() => r())),
   };
+}
+
+/** Runs `browserd <args>` (the CLI) on the store in `dataDir`; resolves with its exit code and output. */
+export function runCli(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, BROWSERD_DATA_DIR: dataDir, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout!.on('data', (d) => (stdout += d));
+    p.stderr!.on('data', (d) => (stderr += d));
+    p.on('error', reject);
+    p.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Runs `browserd <args>` on the store in `dataDir` and parses its JSON output; fails when the CLI does. */
+export async function cliJson<T = Record<string, unknown>>(dataDir: string, ...args: string[]): Promise<T> {
+  const r = await runCli(dataDir, args);
+  if (r.code !== 0) throw new Error(`browserd ${args.join(' ')} exited with ${r.code}: ${r.stderr}`);
+  return JSON.parse(r.stdout) as T;
+}
+
+/** The server's JWT signing key, read from its SQLite store, to mint tokens the server accepts. */
+export function signingKey(dataDir: string): Uint8Array {
+  const db = new Database(path.join(dataDir, 'browserd.sqlite'), { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare("SELECT value FROM settings WHERE key = 'jwt_signing_key'").get() as { value: string } | undefined;
+    if (!row) throw new Error('no jwt_signing_key in the store');
+    return Buffer.from(row.value, 'base64');
+  } finally {
+    db.close();
+  }
 }

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { ROOT, type TestServer } from './server.js';
+import type { TestServer } from './server.js';
 
 /** Shared pieces of the vault e2e tests: calls that remember every answer, secret scans, the collection page. */
 
@@ -118,21 +117,4 @@ export async function fillCollectionPage(browser: Browser, url: string, values: 
   }
 }
 
-/** Runs `browserd <args>` on the server's store; parses its JSON output. */
-export function cliJson<T = Json>(dataDir: string, ...args: string[]): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(ROOT, 'bin/browserd.js'), ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, BROWSERD_DATA_DIR: dataDir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => (stdout += d));
-    p.stderr.on('data', (d) => (stderr += d));
-    p.on('error', reject);
-    p.on('close', (code) => {
-      if (code !== 0) reject(new Error(`browserd ${args.join(' ')} exited with ${code}: ${stderr}`));
-      else resolve(JSON.parse(stdout) as T);
-    });
-  });
-}
+export { cliJson } from './server.js';
