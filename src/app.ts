@@ -44,6 +44,7 @@ import { ProfileService } from './profiles/profile-service.js';
 import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
+import { SessionAgents } from './sessions/session-agents.js';
 import { VaultService } from './vaults/vault-service.js';
 
 export interface RunningServer {
@@ -112,7 +113,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
   const telemetry = new TelemetryService({ repo: telemetryRepo, log });
-  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry });
+  const agents = new SessionAgents(log);
+  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry, agents });
   const reconciled = await sessions.reconcile();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 

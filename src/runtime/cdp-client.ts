@@ -15,6 +15,7 @@ export class CdpClient {
   private nextId = 1;
   private readonly pending = new Map<number, Pending>();
   private readonly listeners = new Set<(method: string, params: unknown, sessionId?: string) => void>();
+  private readonly closeListeners = new Set<() => void>();
 
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data) => {
@@ -41,6 +42,7 @@ export class CdpClient {
         p.reject(new Error('CDP connection closed'));
       }
       this.pending.clear();
+      for (const l of this.closeListeners) l();
     });
     ws.on('error', () => undefined);
   }
@@ -78,6 +80,12 @@ export class CdpClient {
   onEvent(fn: (method: string, params: unknown, sessionId?: string) => void): () => void {
     this.listeners.add(fn);
     return () => this.listeners.delete(fn);
+  }
+
+  /** Calls `fn` once the connection has closed (either side). */
+  onClose(fn: () => void): () => void {
+    this.closeListeners.add(fn);
+    return () => this.closeListeners.delete(fn);
   }
 
   /** Evaluates an expression in a page session and returns its value (awaiting promises). */

@@ -15,6 +15,7 @@ import type { BrowserRuntime, RuntimeHandle } from '../runtime/browser-runtime.j
 import { browserView } from './browser-view.js';
 import type { SessionRecord } from './session-record.js';
 import type { PreparedResources, SessionResources } from './session-resources.js';
+import type { SessionAgents } from './session-agents.js';
 import type { ListFilter, SessionRepo } from './session-repo.js';
 
 /** What session creation needs from the vaults: resolve the request's references, record the links. */
@@ -68,6 +69,8 @@ export class SessionService {
       resources?: SessionResources;
       /** Telemetry configuration and capture (absent: telemetry stays off, as the view says). */
       telemetry?: TelemetryService;
+      /** browserd's own CDP agents that prepare every target of a session (stealth, capture...). */
+      agents?: SessionAgents;
     },
   ) {
     this.publicUrl = deps.config.publicUrl ?? '';
@@ -185,6 +188,8 @@ export class SessionService {
       }
       this.live.set(record.id, { record, handle, clients: new Set(), lastActiveMs: Date.now() });
       this.deps.telemetry?.watch(record.id, handle.chromium);
+      // Features that prepare every target (stealth...) are in place before the client hears of the session.
+      await this.deps.agents?.start(record, handle.chromium);
       this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid }, 'session started');
       this.deps.resources?.started(record).catch((err) => this.deps.log.warn({ session_id: record.id, err: String(err) }, 'could not record resource use'));
     } catch (err) {
@@ -299,6 +304,7 @@ export class SessionService {
     }
     if (l) for (const c of [...l.clients]) c.close(1000, `session ended (${reason})`);
     await this.deps.telemetry?.unwatch(id);
+    await this.deps.agents?.stop(id);
     try {
       await this.deps.runtime.stop(id, l?.handle ?? record.runtime, this.deps.resources?.stopOptions(record));
     } finally {
@@ -346,6 +352,7 @@ export class SessionService {
         this.live.set(s.id, { record: s, handle: s.runtime, clients: new Set(), lastActiveMs: Date.now() });
         await this.deps.telemetry?.open(s.id);
         this.deps.telemetry?.watch(s.id, s.runtime.chromium);
+        await this.deps.agents?.start(s, s.runtime.chromium);
         adopted++;
         continue;
       }
