@@ -20,6 +20,9 @@ export interface AttachedTarget {
  * session. `attached` runs before a new target runs any script (the target waits for the
  * debugger until every hook has finished), or at once with `late` true for a target that was
  * already running (the first tab, or any target when the hook is added later).
+ * Measured (test/integration/target-agent.test.ts): a script meant to run before a page's own
+ * needs `Page.enable` and `Page.addScriptToEvaluateOnNewDocument {runImmediately: true}`
+ * (without the first a new tab misses it, without the second a popup does).
  */
 export interface TargetHook {
   readonly name: string;
