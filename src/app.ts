@@ -45,6 +45,7 @@ import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { SessionAgents } from './sessions/session-agents.js';
+import { WarmPool } from './sessions/warm-pool.js';
 import { VaultService } from './vaults/vault-service.js';
 
 export interface RunningServer {
@@ -114,7 +115,18 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const telemetryRepo = new TelemetryRepo(store.db);
   const telemetry = new TelemetryService({ repo: telemetryRepo, log });
   const agents = new SessionAgents(log);
-  const sessions = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry, agents });
+  // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.
+  const warm = new WarmPool({
+    runtime,
+    bridges,
+    sizes: { headless: cfg.warm.headless, headful: cfg.warm.headful },
+    refillGapMs: cfg.warm.refillGapMs,
+    maxSessions: cfg.maxSessions,
+    memoryEnforced: cgroups !== null,
+    activeCount: () => sessions.activeCount,
+    log: log.child({ component: 'warm-pool' }),
+  });
+  const sessions: SessionService = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry, agents, warm });
   const reconciled = await sessions.reconcile();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 
@@ -158,7 +170,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   await installRateLimit(app, cfg.rateLimitPerMinute);
   installAuth(app, accounts);
   app.get('/openapi.json', { config: { auth: false }, schema: { summary: 'This OpenAPI document', tags: ['meta'], security: [] } }, async () => app.swagger());
-  healthRoutes(app, { store, chromiumPath: cfg.chromiumPath });
+  healthRoutes(app, { store, chromiumPath: cfg.chromiumPath, warm: () => warm.counts() });
   browserRoutes(app, sessions);
   telemetryRoutes(app, { sessions, repo: telemetryRepo, telemetry });
   profileRoutes(app, profiles);
@@ -177,6 +189,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   sessions.setPublicUrl(url);
   vaults.setPublicUrl(url);
   sessions.startReaper();
+  warm.start();
 
   const heartbeat = async () => {
     const now = new Date().toISOString();

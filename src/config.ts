@@ -39,6 +39,12 @@ export interface Config {
    * credentials): the egress of stealth sessions whose proxy is the default. Absent: direct.
    */
   stealthProxyUrl?: string;
+  /**
+   * Warm start: how many pre-launched browsers this node keeps ready, per kind
+   * (BROWSERD_WARM_HEADLESS, BROWSERD_WARM_HEADFUL; 0 disables that kind), and the least
+   * time between two refill launches (BROWSERD_WARM_REFILL_GAP_MS). See docs/warm-start.md.
+   */
+  warm: { headless: number; headful: number; refillGapMs: number };
 }
 
 export interface LinkProviderConfig {
@@ -129,6 +135,11 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const maxSessions = intVar(env, 'BROWSERD_MAX_SESSIONS', 16, 1, 10000, problems);
   const rateLimitPerMinute = intVar(env, 'BROWSERD_RATE_LIMIT', 600, 0, 1_000_000, problems);
   const reaperIntervalMs = intVar(env, 'BROWSERD_REAPER_INTERVAL_MS', 5000, 100, 60_000, problems);
+  const warm = {
+    headless: intVar(env, 'BROWSERD_WARM_HEADLESS', 2, 0, 64, problems),
+    headful: intVar(env, 'BROWSERD_WARM_HEADFUL', 1, 0, 64, problems),
+    refillGapMs: intVar(env, 'BROWSERD_WARM_REFILL_GAP_MS', 1500, 0, 600_000, problems),
+  };
 
   const regions = ((env.BROWSERD_REGION ?? '').trim() || 'us-east').split(',').map((r) => r.trim()) as Region[];
   for (const r of regions) if (!REGIONS.includes(r)) problems.push(`BROWSERD_REGION must be one or more (comma-separated) of ${REGIONS.join(', ')}, got "${r}"`);
@@ -169,6 +180,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     nodeId,
     logLevel,
     reaperIntervalMs,
+    warm,
     ...(vaultKek ? { vaultKek } : {}),
     ...(link ? { link } : {}),
     ...(stealthProxyUrl ? { stealthProxyUrl } : {}),

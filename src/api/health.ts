@@ -26,12 +26,14 @@ function chromiumRunner(chromiumPath: string): () => Promise<string | null> {
  * (its binary runs, and Xvfb for headful sessions is there). Neither
  * needs a key nor counts against the rate limit.
  */
-export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiumPath: string }): void {
+export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiumPath: string; warm?: () => { headless: number; headful: number } }): void {
   const open = { auth: false, rateLimit: false };
   const chromiumProblem = chromiumRunner(deps.chromiumPath);
   const status = Type.Object({ status: Type.String() });
   app.get('/healthz', { config: open, schema: { summary: 'Liveness: the process is up', tags: ['health'], security: [], response: { 200: status } } }, async () => ({ status: 'ok' }));
-  app.get('/readyz', { config: open, schema: { summary: 'Readiness: the store answers and Chromium can start', tags: ['health'], security: [], response: { 200: status, 503: ErrorBodySchema } } }, async () => {
+  // `warm`: the pre-launched browsers ready on this node, per kind (docs/warm-start.md).
+  const ready = Type.Object({ status: Type.String(), warm: Type.Optional(Type.Object({ headless: Type.Integer(), headful: Type.Integer() })) });
+  app.get('/readyz', { config: open, schema: { summary: 'Readiness: the store answers and Chromium can start', tags: ['health'], security: [], response: { 200: ready, 503: ErrorBodySchema } } }, async () => {
     const problems: { code: string; message: string }[] = [];
     if (!(await deps.store.ping())) problems.push({ code: 'store_unreachable', message: `the ${deps.store.kind} store does not answer` });
     for (const bin of [deps.chromiumPath, '/usr/bin/Xvfb']) {
@@ -44,6 +46,6 @@ export function healthRoutes(app: FastifyInstance, deps: { store: Store; chromiu
     const chromium = problems.length ? null : await chromiumProblem();
     if (chromium) problems.push({ code: 'chromium_not_launchable', message: chromium });
     if (problems.length) throw new ApiError(503, 'not_ready', 'browserd is not ready', problems);
-    return { status: 'ready' };
+    return { status: 'ready', ...(deps.warm ? { warm: deps.warm() } : {}) };
   });
 }

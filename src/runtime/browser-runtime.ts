@@ -273,6 +273,13 @@ export class BrowserRuntime {
     }
   }
 
+  /** Sets a running session's memory limit (a warm browser handed out to a request that asks for more). False: limits are not enforced. */
+  setMemoryLimit(sessionId: string, bytes: number): boolean {
+    if (!this.opts.cgroups) return false;
+    this.opts.cgroups.create(sessionId, bytes);
+    return true;
+  }
+
   isRunning(h: RuntimeHandle): boolean {
     return isAlive(h.chromium.pid) && (!h.display || isAlive(h.display.pid)) && (!h.vnc || isAlive(h.vnc.pid));
   }

@@ -42,9 +42,11 @@ export class SessionResources {
 
   /**
    * Resolves every reference of the request (404 naming the field when one does not exist)
-   * and reserves what the session holds exclusively (409 when taken).
+   * and reserves what the session holds exclusively (409 when taken). `bridgePort`: the
+   * session takes over a warm browser's bridge there, switched to its egress (nothing else
+   * is changed before that last step, so a failure leaves the warm browser as it was).
    */
-  async prepare(p: Principal, req: BrowserCreateRequest, sessionId: string): Promise<PreparedResources> {
+  async prepare(p: Principal, req: BrowserCreateRequest, sessionId: string, bridgePort?: number): Promise<PreparedResources> {
     const undo: (() => Promise<void>)[] = [];
     const abort = async () => {
       for (const u of undo.reverse()) await u().catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'could not undo a session reservation'));
@@ -71,7 +73,12 @@ export class SessionResources {
       const requested = requestedOnCreate(req);
       if (requested) config.proxy = await this.deps.proxies.resolveSelection(p.projectId, requested, fieldOf(requested));
       if (req.network) config.network = req.network;
-      const port = await this.deps.bridges.open(sessionId, await this.upstreamFor(config.proxy, req.stealth ?? false));
+      const upstream = await this.upstreamFor(config.proxy, req.stealth ?? false);
+      let port: number;
+      if (bridgePort !== undefined && this.deps.bridges.has(sessionId)) {
+        if (upstream) this.deps.bridges.switch(sessionId, upstream);
+        port = bridgePort;
+      } else port = await this.deps.bridges.open(sessionId, upstream);
       undo.push(() => this.deps.bridges.close(sessionId));
       config.bridgePort = port;
       launch.proxy = { server: `http://127.0.0.1:${port}`, bypassList: chromiumBypassList(req.network?.private_hosts) };

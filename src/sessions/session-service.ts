@@ -2,7 +2,8 @@ import type { Logger } from 'pino';
 import type { Principal } from '../accounts/accounts.js';
 import type { Config } from '../config.js';
 import type { BrowserCreateRequest, BrowserUpdateRequest } from '../domain/browser-request.js';
-import { checkCreateRules, checkPlanGates, resolveCreate } from '../domain/browser-rules.js';
+import { checkCreateRules, checkPlanGates, resolveCreate, type ResolvedCreate } from '../domain/browser-rules.js';
+import { handOutPlan, warmDecision, warmShape } from '../domain/warm-eligibility.js';
 import { checkUpdateProxy } from '../domain/proxy-selection.js';
 import { checkChromePolicy } from '../domain/chrome-policy.js';
 import { checkUpdateTelemetryRules, resolveCreateState, resolveUpdateState, telemetryView } from '../domain/telemetry-config.js';
@@ -11,12 +12,13 @@ import type { PolicySchemaSource } from '../runtime/policy-schema.js';
 import { newId, nowIso } from '../domain/ids.js';
 import type { Channel, SessionTokens } from '../gateway/tokens.js';
 import { CapacityExhausted, Conflict, Forbidden, InternalError, NotFound, invalidInput } from '../http/errors.js';
-import type { BrowserRuntime, RuntimeHandle } from '../runtime/browser-runtime.js';
+import type { BrowserRuntime, LaunchSpec, RuntimeHandle } from '../runtime/browser-runtime.js';
 import { browserView } from './browser-view.js';
 import type { SessionRecord } from './session-record.js';
 import type { PreparedResources, SessionResources } from './session-resources.js';
 import type { SessionAgents } from './session-agents.js';
 import type { ListFilter, SessionRepo } from './session-repo.js';
+import type { WarmBrowser, WarmPool } from './warm-pool.js';
 
 /** What session creation needs from the vaults: resolve the request's references, record the links. */
 export interface VaultLinks {
@@ -71,6 +73,8 @@ export class SessionService {
       telemetry?: TelemetryService;
       /** browserd's own CDP agents that prepare every target of a session (stealth, capture...). */
       agents?: SessionAgents;
+      /** Pre-launched browsers handed to eligible create requests (absent: every session launches fresh). */
+      warm?: WarmPool;
     },
   ) {
     this.publicUrl = deps.config.publicUrl ?? '';
@@ -112,9 +116,12 @@ export class SessionService {
     if (this.activeCount >= this.deps.config.maxSessions) {
       throw new CapacityExhausted(`this node is at its capacity of ${this.deps.config.maxSessions} sessions; retry later`);
     }
+    // Warm start: an eligible request takes a pre-launched browser, whose id the session gets.
+    let warm = this.takeWarm(req, r);
+    const fromWarm = warm !== null;
     const now = nowIso();
     const record: SessionRecord = {
-      id: newId(),
+      id: warm?.id ?? newId(),
       projectId: p.projectId,
       nodeId: this.deps.nodeId,
       name: r.name,
@@ -144,7 +151,14 @@ export class SessionService {
     let prepared: PreparedResources | null = null;
     try {
       // Profile, extensions, proxy: resolved (404 naming the field) and reserved (409) before the session is recorded.
-      prepared = this.deps.resources ? await this.deps.resources.prepare(p, req, record.id) : null;
+      try {
+        prepared = this.deps.resources ? await this.deps.resources.prepare(p, req, record.id, warm?.bridgePort ?? undefined) : null;
+      } catch (err) {
+        // Nothing of the warm browser was changed yet: it waits for the next request.
+        if (warm) this.deps.warm?.giveBack(warm);
+        warm = null;
+        throw err;
+      }
       if (prepared) record.config = { ...record.config, ...prepared.config };
       await this.deps.repo.insert(record);
       if (telemetry.categories || telemetry.excludedMethods.length) await this.deps.telemetry?.setState(record.id, telemetry);
@@ -160,7 +174,9 @@ export class SessionService {
       }
       let handle: RuntimeHandle;
       try {
-        handle = await this.deps.runtime.launch({
+        const taken = warm;
+        warm = null;
+        handle = await this.launchOrHandOut(taken, r, {
           sessionId: record.id,
           headless: r.headless,
           kioskMode: r.kioskMode,
@@ -190,10 +206,11 @@ export class SessionService {
       this.deps.telemetry?.watch(record.id, handle.chromium);
       // Features that prepare every target (stealth...) are in place before the client hears of the session.
       await this.deps.agents?.start(record, handle.chromium);
-      this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid }, 'session started');
+      this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid, warm: fromWarm }, 'session started');
       this.deps.resources?.started(record).catch((err) => this.deps.log.warn({ session_id: record.id, err: String(err) }, 'could not record resource use'));
     } catch (err) {
       await prepared?.abort();
+      if (warm) await this.deps.warm?.discard(warm, { closeBridge: true, reason: 'session creation failed' });
       throw err;
     } finally {
       this.starting.delete(record.id);
@@ -368,6 +385,7 @@ export class SessionService {
   async shutdown(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
     this.reaper = null;
+    await this.deps.warm?.shutdown();
     await Promise.allSettled([...this.starting.values()]);
     await Promise.allSettled([...this.live.keys()].map((id) => this.end(id, 'server_shutdown')));
   }
@@ -382,6 +400,31 @@ export class SessionService {
       this.deps.log.warn({ session_id: s.id, err: String(err) }, 'could not restore what the session uses; ending it');
       return false;
     }
+  }
+
+  /** A warm browser for this request when it is eligible and one is ready (see domain/warm-eligibility). */
+  private takeWarm(req: BrowserCreateRequest, r: ResolvedCreate): WarmBrowser | null {
+    if (!this.deps.warm) return null;
+    const d = warmDecision(req, r);
+    if (!d.warm) {
+      this.deps.log.debug({ reason: d.reason }, 'launching fresh: not eligible for a warm browser');
+      return null;
+    }
+    return this.deps.warm.take(d.kind);
+  }
+
+  /** Hands out the warm browser taken for the session (a fresh launch when it does not take the changes), else launches. */
+  private async launchOrHandOut(warm: WarmBrowser | null, r: ResolvedCreate, spec: LaunchSpec): Promise<RuntimeHandle> {
+    const pool = this.deps.warm;
+    if (warm && pool) {
+      try {
+        return await pool.handOut(warm, handOutPlan(r, warmShape(warm.kind), this.deps.memoryEnforced));
+      } catch (err) {
+        this.deps.log.warn({ session_id: spec.sessionId, err: String(err) }, 'the warm browser could not be handed out; launching a fresh one');
+        await pool.discard(warm, { closeBridge: false, reason: 'hand-out failed' });
+      }
+    }
+    return pool ? pool.trackLaunch(() => this.deps.runtime.launch(spec)) : this.deps.runtime.launch(spec);
   }
 
   private mustVaults(): VaultLinks {

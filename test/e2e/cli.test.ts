@@ -209,7 +209,7 @@ interface Served {
 /** `browserd serve` with no BROWSERD_API_KEY, on a free port; stdout and stderr kept apart. */
 async function serve(dir: string): Promise<Served> {
   const p = spawn(process.execPath, [BIN, 'serve'], {
-    env: baseEnv(dir, { BROWSERD_HOST: '127.0.0.1', BROWSERD_PORT: '0', BROWSERD_LOG_LEVEL: 'info' }),
+    env: baseEnv(dir, { BROWSERD_HOST: '127.0.0.1', BROWSERD_PORT: '0', BROWSERD_LOG_LEVEL: 'info', BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -46,6 +46,9 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
       BROWSERD_DATA_DIR: dataDir,
       BROWSERD_API_KEY: apiKey,
       BROWSERD_LOG_LEVEL: 'info',
+      // No warm browsers unless a test asks for them (test/e2e/warm-start.test.ts): the suite would launch extras everywhere.
+      BROWSERD_WARM_HEADLESS: '0',
+      BROWSERD_WARM_HEADFUL: '0',
       ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

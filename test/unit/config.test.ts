@@ -45,6 +45,7 @@ describe('loadConfig defaults', () => {
       nodeId: null,
       logLevel: 'info',
       reaperIntervalMs: 5000,
+      warm: { headless: 2, headful: 1, refillGapMs: 1500 },
     } satisfies Config);
   });
 
@@ -206,6 +207,23 @@ describe('BROWSERD_REAPER_INTERVAL_MS', () => {
   });
   for (const raw of ['99', '60001']) {
     test(`rejects ${raw}`, () => rejects({ BROWSERD_REAPER_INTERVAL_MS: raw }, 'BROWSERD_REAPER_INTERVAL_MS'));
+  }
+});
+
+describe('BROWSERD_WARM_HEADLESS, BROWSERD_WARM_HEADFUL, BROWSERD_WARM_REFILL_GAP_MS', () => {
+  test('defaults 2 headless, 1 headful, 1500 ms; 0 disables a kind', () => {
+    assert.deepEqual(load({}).warm, { headless: 2, headful: 1, refillGapMs: 1500 });
+    assert.deepEqual(load({ BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' }).warm, { headless: 0, headful: 0, refillGapMs: 1500 });
+    assert.deepEqual(load({ BROWSERD_WARM_HEADLESS: '64', BROWSERD_WARM_HEADFUL: '3', BROWSERD_WARM_REFILL_GAP_MS: '0' }).warm, { headless: 64, headful: 3, refillGapMs: 0 });
+  });
+  for (const [name, raw] of [
+    ['BROWSERD_WARM_HEADLESS', '65'],
+    ['BROWSERD_WARM_HEADLESS', '-1'],
+    ['BROWSERD_WARM_HEADFUL', 'two'],
+    ['BROWSERD_WARM_HEADFUL', '1.5'],
+    ['BROWSERD_WARM_REFILL_GAP_MS', '600001'],
+  ] as const) {
+    test(`rejects ${name}=${raw}`, () => rejects({ [name]: raw }, name));
   }
 });
 
