@@ -45,6 +45,8 @@ export interface Config {
    * time between two refill launches (BROWSERD_WARM_REFILL_GAP_MS). See docs/warm-start.md.
    */
   warm: { headless: number; headful: number; refillGapMs: number };
+  /** Interval of the telemetry `screenshot` category's viewport captures, in ms (BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS). */
+  telemetryScreenshotIntervalMs: number;
 }
 
 export interface LinkProviderConfig {
@@ -141,6 +143,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     refillGapMs: intVar(env, 'BROWSERD_WARM_REFILL_GAP_MS', 1500, 0, 600_000, problems),
   };
 
+  const telemetryScreenshotIntervalMs = intVar(env, 'BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS', 5000, 250, 3_600_000, problems);
+
   const regions = ((env.BROWSERD_REGION ?? '').trim() || 'us-east').split(',').map((r) => r.trim()) as Region[];
   for (const r of regions) if (!REGIONS.includes(r)) problems.push(`BROWSERD_REGION must be one or more (comma-separated) of ${REGIONS.join(', ')}, got "${r}"`);
   const region = regions[0]!;
@@ -181,6 +185,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     logLevel,
     reaperIntervalMs,
     warm,
+    telemetryScreenshotIntervalMs,
     ...(vaultKek ? { vaultKek } : {}),
     ...(link ? { link } : {}),
     ...(stealthProxyUrl ? { stealthProxyUrl } : {}),

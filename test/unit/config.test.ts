@@ -46,6 +46,7 @@ describe('loadConfig defaults', () => {
       logLevel: 'info',
       reaperIntervalMs: 5000,
       warm: { headless: 2, headful: 1, refillGapMs: 1500 },
+      telemetryScreenshotIntervalMs: 5000,
     } satisfies Config);
   });
 
