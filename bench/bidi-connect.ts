@@ -24,77 +24,22 @@ import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { sessionProcesses, startServer, type TestServer } from '../test/helpers/server.js';
+import { startServer, type TestServer } from '../test/helpers/server.js';
+import { mib, MiB, pssBytes, rssBytes, serverBrowsers, sleep, summary, treePss } from './lib/proc.js';
+import { onCleanup } from './lib/report.js';
 
 const N = Number(process.env.BIDI_BENCH_N ?? 20);
 /** Connections held open at once to measure memory per connection (RSS is too coarse for a few). */
 const M = Number(process.env.BIDI_BENCH_MEM_N ?? 100);
 const CHROMEDRIVER = process.env.CHROMEDRIVER ?? '/usr/bin/chromedriver';
-const MiB = 1024 * 1024;
 
 // ---- measuring ----------------------------------------------------------------------
 
-function rssBytes(pid: number): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/** Proportional set size: shared pages divided among the processes sharing them (RSS would count Chromium's libraries once per process). */
-function pssBytes(pid: number): number {
-  try {
-    const m = /^Pss:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
-    return m ? Number(m[1]) * 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
-/**
- * PSS of the session's Chromium: its browser process and every descendant (zygotes,
- * renderers, GPU and utility processes; the zygote's children do not carry our environment).
- */
+/** PSS of the session's Chromium: its browser process and every descendant (bench/lib/proc.ts). */
 function chromiumPss(server: TestServer, sessionId: string): number {
-  const main = sessionProcesses(server.dataDir).find((p) => p.sessionId === sessionId && p.cmd.includes('--remote-debugging-port'));
-  if (!main) return 0;
-  const children = new Map<number, number[]>();
-  for (const e of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(e)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${e}/stat`, 'latin1');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), Number(e)]);
-    } catch {
-      /* gone */
-    }
-  }
-  let sum = 0;
-  const todo = [main.pid];
-  while (todo.length) {
-    const pid = todo.pop()!;
-    sum += pssBytes(pid);
-    todo.push(...(children.get(pid) ?? []));
-  }
-  return sum;
+  const main = serverBrowsers(server.dataDir).find((b) => b.sessionId === sessionId);
+  return main ? treePss(main.pid).bytes : 0;
 }
-
-function percentile(sorted: number[], p: number): number {
-  if (!sorted.length) return NaN;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
-}
-
-function summary(xs: number[]): { n: number; p50: number; p99: number; min: number; max: number; mean: number } {
-  const s = [...xs].sort((a, b) => a - b);
-  const r = (v: number) => Math.round(v * 10) / 10;
-  return { n: s.length, p50: r(percentile(s, 50)), p99: r(percentile(s, 99)), min: r(s[0] ?? NaN), max: r(s[s.length - 1] ?? NaN), mean: r(s.reduce((a, b) => a + b, 0) / (s.length || 1)) };
-}
-
-const mib = (bytes: number) => Math.round((bytes / MiB) * 10) / 10;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // ---- a minimal BiDi client over ws ----------------------------------------------------
 
@@ -356,14 +301,12 @@ async function benchChromedriver(server: TestServer) {
 
 // ---- main ----------------------------------------------------------------------------
 
-const server = await startServer();
+const server = await startServer({ env: { BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' } });
 // A benchmark stopped with ^C or a timeout still stops its server (and with it the browsers).
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(sig, () => {
-    if (runningDriver?.pid && runningDriver.exitCode === null) process.kill(runningDriver.pid, 'SIGKILL');
-    void server.stop().finally(() => process.exit(130));
-  });
-}
+onCleanup(() => server.stop());
+onCleanup(() => {
+  if (runningDriver?.pid && runningDriver.exitCode === null) process.kill(runningDriver.pid, 'SIGKILL');
+});
 try {
   const mapper = await benchMapper(server);
   const chromedriver = fs.existsSync(CHROMEDRIVER) ? await benchChromedriver(server) : { skipped: `no chromedriver at ${CHROMEDRIVER}` };

@@ -10,10 +10,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { firstPage, measure, PIPELINE, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
-import { runBench } from './lib/report.js';
+import { onCleanup, ratio, runBench, target } from './lib/report.js';
 
 async function main(): Promise<Record<string, unknown>> {
-  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0' } });
+  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' } });
+  onCleanup(() => server.stop());
   try {
     const res = await fetch(`${server.url}/browsers`, {
       method: 'POST',
@@ -41,6 +42,10 @@ async function main(): Promise<Record<string, unknown>> {
         rtt_p99_us: gateway.rtt_p99_us! - baseline.rtt_p99_us!,
         throughput_ratio: Number((gateway.pipelined_per_s! / baseline.pipelined_per_s!).toFixed(3)),
       },
+      targets: [
+        target('relay round trip p50 / direct', ratio(gateway.rtt_p50_us!, baseline.rtt_p50_us!), '<=', 1.1),
+        target('relay pipelined throughput / direct', ratio(gateway.pipelined_per_s!, baseline.pipelined_per_s!), '>=', 0.9),
+      ],
     };
   } finally {
     await server.stop();

@@ -1,0 +1,121 @@
+/**
+ * Density: idle headless sessions held at once on one node, what each costs in memory, and
+ * what launching one more costs while they are held.
+ *
+ *   npm run bench:density
+ *   BENCH_DENSITY=20 npm run bench:density
+ *
+ * - N sessions (default 100; BROWSERD_MAX_SESSIONS raised to fit, warm pool off so every
+ *   browser is a session's) are created one after the other and left idle on about:blank.
+ * - Memory per session: PSS (shared pages divided among the processes sharing them; RSS would
+ *   count Chromium's 300 MB binary once per process) summed over every process of each
+ *   session's browser (the browser process and its descendants: zygotes, renderers, GPU and
+ *   utility processes), once the machine is quiet.
+ * - browserd's own memory per session: (server RSS with N held − with none) / N, and the same for PSS.
+ * - Launch latency: the median of BENCH_PROBES creates (each deleted again) with no session
+ *   held, and again with N held. Baseline for the N+1th launch: the first.
+ * - The machine must have room: with less than N × 250 MiB + 2 GiB available, N is lowered
+ *   (and the result says so).
+ */
+import Kernel from '@onkernel/sdk';
+import { performance } from 'node:perf_hooks';
+import { childrenMap, median, memAvailable, MiB, mib, pssBytes, rssBytes, serverBrowsers, sleep, summary, treePss, waitQuiet } from './lib/proc.js';
+import { ratio, runBench, target } from './lib/report.js';
+import { benchServer } from './lib/server.js';
+
+const WANTED = Number(process.env.BENCH_DENSITY ?? 100);
+const PROBES = Number(process.env.BENCH_PROBES ?? 3);
+const PER_SESSION_ROOM = 250 * MiB;
+
+async function main(): Promise<Record<string, unknown>> {
+  const room = memAvailable();
+  const n = Math.max(1, Math.min(WANTED, Math.floor((room - 2 * 1024 * MiB) / PER_SESSION_ROOM)));
+  const server = await benchServer({ BROWSERD_MAX_SESSIONS: String(n + PROBES + 2), BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' });
+  const sdk = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
+  const serverPid = server.proc.pid!;
+  const held: string[] = [];
+  const browsers = () => serverBrowsers(server.dataDir).map((b) => b.pid);
+  const create = async () => {
+    const t0 = performance.now();
+    const b = await sdk.browsers.create({ headless: true, timeout_seconds: 3600 });
+    return { id: b.session_id, ms: performance.now() - t0 };
+  };
+  const probe = async () => {
+    const out: number[] = [];
+    for (let i = 0; i < PROBES; i++) {
+      await waitQuiet(browsers, { timeoutMs: 10_000, maxTicks: 3 + Math.ceil(held.length / 10) });
+      const c = await create();
+      out.push(c.ms);
+      await sdk.browsers.deleteByID(c.id);
+    }
+    return out;
+  };
+
+  try {
+    // Warm-up (not counted), then the server's memory with nothing held and the first launches.
+    const w = await create();
+    await sdk.browsers.deleteByID(w.id);
+    await sleep(1000);
+    const server0 = { rss: rssBytes(serverPid), pss: pssBytes(serverPid) };
+    const first = await probe();
+
+    const launches: number[] = [];
+    const t0 = Date.now();
+    for (let i = 0; i < n; i++) {
+      const c = await create();
+      held.push(c.id);
+      launches.push(c.ms);
+    }
+    const fillS = (Date.now() - t0) / 1000;
+    // Idle: every browser settled (idle Chromium still wakes a little, so the bar grows with N).
+    const settledMs = await waitQuiet(browsers, { timeoutMs: 30_000, maxTicks: 3 + Math.ceil(n / 10) });
+    await sleep(2000);
+
+    const children = childrenMap();
+    const mine = serverBrowsers(server.dataDir).filter((b) => held.includes(b.sessionId));
+    const perSession = mine.map((b) => treePss(b.pid, children));
+    const totalPss = perSession.reduce((s, x) => s + x.bytes, 0);
+    const serverN = { rss: rssBytes(serverPid), pss: pssBytes(serverPid) };
+    const available = memAvailable();
+
+    const next = await probe();
+    const firstMs = median(first);
+    const nextMs = median(next);
+    // The target is in MB (10^6 bytes).
+    const serverPerSessionMB = (serverN.rss - server0.rss) / n / 1e6;
+    return {
+      bench: 'density',
+      sessions_wanted: WANTED,
+      sessions_held: mine.length,
+      ...(n < WANTED ? { lowered: `only ${mib(room)} MiB available at the start: held ${n}` } : {}),
+      fill_seconds: Math.round(fillS * 10) / 10,
+      settle_ms: settledMs,
+      launch_ms_while_filling: { ...summary(launches), first: Math.round(launches[0]!), last: Math.round(launches[launches.length - 1]!) },
+      session_pss_mib: { ...summary(perSession.map((x) => x.bytes / MiB)), total: mib(totalPss), processes_per_session: median(perSession.map((x) => x.processes)) },
+      machine_mem_available_mib: { start: mib(room), with_all_held: mib(available) },
+      browserd_server: {
+        rss_mib: { none_held: mib(server0.rss), all_held: mib(serverN.rss) },
+        pss_mib: { none_held: mib(server0.pss), all_held: mib(serverN.pss) },
+        rss_per_session_mb: Math.round(serverPerSessionMB * 1000) / 1000,
+        pss_per_session_mb: Math.round(((serverN.pss - server0.pss) / n / 1e6) * 1000) / 1000,
+      },
+      launch_ms: { first: Math.round(firstMs), first_probes: first.map(Math.round), with_all_held: Math.round(nextMs), with_all_held_probes: next.map(Math.round) },
+      next_over_first: ratio(nextMs, firstMs),
+      targets: [
+        target('idle headless sessions held', mine.length, '>=', 100),
+        target("browserd's own memory per session (RSS)", serverPerSessionMB, '<=', 5, ' MB'),
+        target('launch with all held / first launch', ratio(nextMs, firstMs), '<=', 1.5),
+      ],
+    };
+  } finally {
+    // Ended through the API, a few at a time (the server's stop would also end them).
+    const queue = [...held];
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        for (let id = queue.shift(); id; id = queue.shift()) await sdk.browsers.deleteByID(id).catch(() => undefined);
+      }),
+    );
+  }
+}
+
+runBench(main);

@@ -1,0 +1,54 @@
+/**
+ * The server under test for the benchmarks: the real built server (test/helpers/server.ts)
+ * with its own temporary data directory, no rate limit, stopped when the benchmark ends
+ * (also on ^C), and a way to wait for its warm pool.
+ */
+import { startServer, type TestServer } from '../../test/helpers/server.js';
+import { browserListening, serverBrowsers, sleep, waitQuiet } from './proc.js';
+import { onCleanup } from './report.js';
+
+export type { TestServer };
+
+export async function benchServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', ...env } });
+  onCleanup(() => server.stop());
+  // The helper parses and keeps every log line for tests' assertions; a benchmark sending
+  // thousands of requests would pay for that on the same cores. The server still logs as
+  // configured; its output is read and dropped.
+  server.proc.stdout!.removeAllListeners('data');
+  server.proc.stderr!.removeAllListeners('data');
+  server.proc.stdout!.resume();
+  server.proc.stderr!.resume();
+  return server;
+}
+
+/** The warm headless browsers the server says it holds (GET /readyz `warm`), or null when it does not say. */
+async function readyWarm(server: TestServer): Promise<number | null> {
+  try {
+    const body = (await (await fetch(`${server.url}/readyz`)).json()) as { warm?: { headless?: number } };
+    return typeof body.warm?.headless === 'number' ? body.warm.headless : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Waits until the server's warm pool holds `size` headless browsers (as /readyz reports it;
+ * for a server that does not report it: every browser process of the server minus the
+ * `inUse` session ids, all listening), and then until its browsers are quiet (a fresh
+ * Chromium keeps a core busy for about a second after it listens).
+ * False when the pool is not full within `timeoutMs` (a server without a warm pool).
+ */
+export async function waitWarmPool(server: TestServer, size: number, inUse: Set<string> = new Set(), timeoutMs = 15_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const said = await readyWarm(server);
+    const pool = serverBrowsers(server.dataDir).filter((b) => !inUse.has(b.sessionId));
+    if (said === null ? pool.length >= size && pool.every(browserListening) : said >= size) {
+      await waitQuiet(() => serverBrowsers(server.dataDir).map((b) => b.pid), { timeoutMs: 4000 });
+      return true;
+    }
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+}
