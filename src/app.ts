@@ -113,8 +113,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const bridges = new EgressBridges(log);
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
-  const telemetry = new TelemetryService({ repo: telemetryRepo, log });
   const agents = new SessionAgents(log);
+  const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs });
   // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.
   const warm = new WarmPool({
     runtime,

@@ -229,6 +229,7 @@ export class SessionService {
   }
 
   async update(p: Principal, idOrName: string, req: BrowserUpdateRequest): Promise<Record<string, unknown>> {
+    const startedMs = Date.now();
     const problems: { field: string; message: string }[] = [...checkUpdateProxy(req)];
     if (req.profile !== undefined) problems.push({ field: 'profile', message: "cannot be loaded into a running session (a profile's state is copied in before Chromium starts); create a session with it" });
     problems.push(...checkUpdateTelemetryRules(req.telemetry));
@@ -248,6 +249,9 @@ export class SessionService {
     const fresh = (await this.deps.repo.byId(s.id))!;
     const live = this.live.get(s.id);
     if (live) live.record = { ...live.record, name: fresh.name, tags: fresh.tags, config: fresh.config };
+    // platform telemetry: the API call that managed the running session (by the state it left: on when this PATCH switched it on).
+    const changed = Object.keys(req).filter((k) => (req as Record<string, unknown>)[k] !== undefined);
+    this.deps.telemetry?.platformCall(s.id, { operationId: 'updateBrowser', status: 200, startedMs, changed });
     return this.view(fresh);
   }
 

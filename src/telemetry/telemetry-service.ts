@@ -5,6 +5,10 @@ import { NotFound } from '../http/errors.js';
 import { watchBrowser } from './browser-watch.js';
 import { cdpCommandData, needsParams, nowUs, peekCommand, type DisconnectReason, type TelemetryEvent } from './telemetry-events.js';
 import { OtlpExporter } from './otlp-exporter.js';
+import type { SessionAgents } from '../sessions/session-agents.js';
+import type { TargetHook } from '../runtime/target-agent.js';
+import { CDP_CAPTURE_CATEGORIES, captureHook, HOOK_PREFIX, type CaptureContext, type CdpCaptureCategory } from './capture-hooks.js';
+import type { MappedEvent } from './capture-rules.js';
 import { DestinationRepo, type TelemetryRepo } from './telemetry-repo.js';
 
 /** Per-session capture state of a session running on this node. */
@@ -16,7 +20,12 @@ interface Capture {
   browser?: { port: number; wsPath: string };
   /** Stops the system watch; set while it runs or starts. */
   unwatch?: Promise<() => void>;
+  /** The CDP capture categories whose hooks are on the session's agent. */
+  hooks: Set<CdpCaptureCategory>;
 }
+
+/** Default interval of the screenshot category (BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS). */
+export const DEFAULT_SCREENSHOT_INTERVAL_MS = 5000;
 
 export type EventListener = (sessionId: string, seq: number, event: TelemetryEvent) => void;
 
@@ -55,8 +64,19 @@ export class TelemetryService {
   private readonly exporters = new Map<string, OtlpExporter>();
   readonly destinations: DestinationRepo;
 
-  constructor(private readonly deps: { repo: TelemetryRepo; log: Logger; exportBackoffMs?: number }) {
+  constructor(
+    private readonly deps: {
+      repo: TelemetryRepo;
+      log: Logger;
+      exportBackoffMs?: number;
+      /** The session agents the CDP capture categories (console, network, page, interaction, screenshot) hook into. */
+      agents?: SessionAgents;
+      screenshotIntervalMs?: number;
+    },
+  ) {
     this.destinations = new DestinationRepo(deps.repo.db);
+    // Sessions starting with CDP capture categories get their hooks before POST /browsers answers.
+    deps.agents?.provide({ hooksFor: (record) => this.hooksFor(record.id) });
   }
 
   // ---- configuration ------------------------------------------------------------
@@ -73,7 +93,66 @@ export class TelemetryService {
       c.state = state;
       c.excluded = new Set(state.excludedMethods);
       this.syncWatch(sessionId, c);
+      await this.syncHooks(sessionId, c);
     }
+  }
+
+  // ---- CDP capture (hooks on the session agent) ------------------------------------
+
+  private captureContext(sessionId: string): CaptureContext {
+    return {
+      emit: (category: CdpCaptureCategory, e: MappedEvent, sourceEvent: string) =>
+        void this.emit(sessionId, { category, type: e.type, source: { kind: 'cdp', event: sourceEvent }, data: e.data, ...(e.truncated ? { truncated: true } : {}) }),
+      log: this.deps.log.child({ session_id: sessionId }),
+      screenshotIntervalMs: this.deps.screenshotIntervalMs ?? DEFAULT_SCREENSHOT_INTERVAL_MS,
+    };
+  }
+
+  /** The capture hooks a starting session needs (its state was loaded by open()). */
+  private hooksFor(sessionId: string): TargetHook[] {
+    const c = this.captures.get(sessionId);
+    if (!c) return [];
+    const ctx = this.captureContext(sessionId);
+    const out: TargetHook[] = [];
+    for (const cat of CDP_CAPTURE_CATEGORIES) {
+      if (!captures(c.state, cat)) continue;
+      c.hooks.add(cat);
+      out.push(captureHook(cat, ctx));
+    }
+    return out;
+  }
+
+  /** A running session's hooks follow its categories: added for those switched on, removed for those switched off. */
+  private async syncHooks(sessionId: string, c: Capture): Promise<void> {
+    const agents = this.deps.agents;
+    if (!agents) return;
+    const jobs: Promise<unknown>[] = [];
+    for (const cat of CDP_CAPTURE_CATEGORIES) {
+      const wanted = captures(c.state, cat);
+      if (wanted && !c.hooks.has(cat)) {
+        c.hooks.add(cat);
+        const hook = captureHook(cat, this.captureContext(sessionId));
+        jobs.push(
+          agents.add(sessionId, hook).then((added) => {
+            if (!added) c.hooks.delete(cat);
+          }),
+        );
+      } else if (!wanted && c.hooks.has(cat)) {
+        c.hooks.delete(cat);
+        agents.remove(sessionId, `${HOOK_PREFIX}${cat}`);
+      }
+    }
+    await Promise.all(jobs).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not switch capture hooks'));
+  }
+
+  /** platform: an API call that managed the running session (PATCH /browsers...), emitted by the service layer. */
+  platformCall(sessionId: string, call: { operationId: string; status: number; startedMs: number; changed: string[] }): void {
+    this.emit(sessionId, {
+      category: 'platform',
+      type: 'api_call',
+      source: { kind: 'kernel_api', event: call.operationId },
+      data: { operation_id: call.operationId, request_id: newId(), status: call.status, duration_ms: Date.now() - call.startedMs, changed: call.changed },
+    });
   }
 
   /** The session's browser is up: the system category watches it while captured. */
@@ -122,7 +201,7 @@ export class TelemetryService {
   async open(sessionId: string): Promise<void> {
     const state = (await this.deps.repo.state(sessionId)) ?? NO_TELEMETRY;
     const seq = await this.deps.repo.lastSeq(sessionId);
-    this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq });
+    this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq, hooks: new Set() });
     if (state.exportDestinationId && !this.exporters.has(state.exportDestinationId)) {
       const d = await this.destinations.byId(state.exportDestinationId);
       if (!d) this.deps.log.warn({ session_id: sessionId, destination: state.exportDestinationId }, 'telemetry: the export destination no longer exists; not exporting');
