@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
+import { startHttpProxy } from '../helpers/proxies.js';
 import { eventually, sessionProcesses, startServer, startSite, tempDataDir, type TestServer } from '../helpers/server.js';
 
 /**
@@ -145,12 +146,41 @@ test('eligible requests get warm browsers with their settings applied; ineligibl
   assert.equal(refilled.size, 2);
   for (const id of refilled) assert.ok(!before.has(id), 'refilled browsers are new ones');
 
+  // A proxy: the warm browser's own bridge is switched to it at hand-out.
+  const proxy = await startHttpProxy('warmproxy');
+  try {
+    const pr = await fetch(`${server.url}/proxies`, {
+      method: 'POST',
+      headers: server.headers({ 'content-type': 'application/json' }),
+      body: JSON.stringify({ type: 'custom', name: 'warmproxy', protocol: 'http', config: { host: '127.0.0.1', port: proxy.port } }),
+    });
+    assert.equal(pr.status, 200, await pr.clone().text());
+    const proxyId = ((await pr.json()) as { id: string }).id;
+    const c = await kernel.browsers.create({ headless: true, proxy_id: proxyId });
+    assert.ok(refilled.has(c.session_id), 'a request with a proxy takes a warm browser');
+    const browser = await chromium.connectOverCDP(c.cdp_ws_url);
+    try {
+      const page = browser.contexts()[0]!.pages()[0] ?? (await browser.contexts()[0]!.newPage());
+      await page.goto('http://example.test/');
+      assert.equal(await page.title(), 'proxied by warmproxy');
+      assert.ok(proxy.hosts().includes('example.test'), 'the traffic went through the selected proxy');
+    } finally {
+      await browser.close();
+    }
+    await kernel.browsers.deleteByID(c.session_id);
+  } finally {
+    await proxy.close();
+  }
+  await waitForWarm(server, { headless: 1, headful: 1 });
+  const waiting = await warmIds(server);
+  assert.equal(waiting.size, 2);
+
   // Ineligible: headful kiosk and a headless chrome_policy launch fresh; the warm browsers stay.
   const kiosk = await kernel.browsers.create({ kiosk_mode: true });
-  assert.ok(!refilled.has(kiosk.session_id), 'kiosk_mode launches fresh');
+  assert.ok(!waiting.has(kiosk.session_id), 'kiosk_mode launches fresh');
   const policy = await kernel.browsers.create({ headless: true, chrome_policy: { BookmarkBarEnabled: true } });
-  assert.ok(!refilled.has(policy.session_id), 'chrome_policy launches fresh');
-  assert.deepEqual(await warmIds(server), refilled, 'the warm browsers are still waiting');
+  assert.ok(!waiting.has(policy.session_id), 'chrome_policy launches fresh');
+  assert.deepEqual(await warmIds(server), waiting, 'the warm browsers are still waiting');
   assert.deepEqual(await warmCounts(server), { headless: 1, headful: 1 });
   assert.equal((await listed(server)).length, 4);
 
@@ -158,7 +188,7 @@ test('eligible requests get warm browsers with their settings applied; ineligibl
   await kernel.browsers.deleteByID(kiosk.session_id);
   await server.stop();
   assert.deepEqual(sessionProcesses(server.dataDir), [], 'no browser process is left');
-  for (const id of refilled) {
+  for (const id of waiting) {
     assert.match(server.output(), new RegExp(`"warm_id":"${id}"[^\\n]*"reason":"server_shutdown"[^\\n]*warm browser ended`), `warm browser ${id} was ended at shutdown`);
     assert.ok(!fs.existsSync(`${server.dataDir}/runtime/${id}`), 'its files are removed');
   }
