@@ -45,6 +45,8 @@ import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { SessionAgents } from './sessions/session-agents.js';
+import { stealthFingerprintOf } from './stealth/chromium-version.js';
+import { StealthProvider } from './stealth/stealth-hooks.js';
 import { WarmPool } from './sessions/warm-pool.js';
 import { VaultService } from './vaults/vault-service.js';
 
@@ -114,6 +116,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
   const agents = new SessionAgents(log);
+  // Stealth mode's fingerprint in every target of stealth sessions: docs/stealth.md.
+  agents.provide(new StealthProvider(() => stealthFingerprintOf(cfg.chromiumPath), log.child({ component: 'stealth' })));
   const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs });
   // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.
   const warm = new WarmPool({

@@ -66,7 +66,6 @@ export function checkCreateRules(req: BrowserCreateRequest): Problem[] {
 
   // Not built yet, so refused rather than silently ignored.
   if (req.gpu === true) out.push({ field: 'gpu', message: 'GPU acceleration is not available on this node' });
-  if (req.stealth === true) out.push({ field: 'stealth', message: 'stealth mode is not supported by this browserd version yet' });
   return out;
 }
 

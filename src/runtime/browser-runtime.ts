@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { proxyPolicy, sessionPolicy } from '../domain/chrome-policy.js';
 import { CdpClient } from './cdp-client.js';
 import { chownTree, copyTree } from './tree-copy.js';
+import { stealthFingerprintOf } from '../stealth/chromium-version.js';
 import { chromiumArgs } from './chromium-args.js';
 import { ensureX11SocketDir, removeStaleDisplayLocks, startDisplay, type DisplayHandle } from './display.js';
 import { SYSTEM_POLICY_DIR, wrapLaunch } from './launch-wrapper.js';
@@ -34,6 +35,8 @@ export interface LaunchSpec {
   extensions?: { id: string; dir: string }[];
   /** Egress: the proxy Chromium uses (browserd's local bridge) and the hosts that bypass it. */
   proxy?: { server: string; bypassList: string } | null;
+  /** Stealth mode: regular Chrome's user agent, languages and WebGL flags (docs/stealth.md). */
+  stealth?: boolean;
 }
 
 /** How a session ends: `graceful` asks Chromium to close (state flushed to disk) before signals; `beforeRemove` runs once every process has exited, before the session's files are removed. */
@@ -169,6 +172,7 @@ export class BrowserRuntime {
             startUrl: spec.startUrl,
             extensionDirs,
             proxy: spec.proxy ?? null,
+            stealth: spec.stealth ? this.stealthFlags() : null,
           }),
         ],
         { user, cgroupProcs, policyDir },
@@ -196,6 +200,12 @@ export class BrowserRuntime {
       this.removeFiles(spec.sessionId);
       throw err;
     }
+  }
+
+  /** What the stealth flags say, from the installed Chromium's version (read once). */
+  private stealthFlags(): { userAgent: string; locale: string; acceptLanguages: string[] } {
+    const fp = stealthFingerprintOf(this.opts.chromiumPath);
+    return { userAgent: fp.userAgent, locale: fp.locale, acceptLanguages: fp.languages };
   }
 
   /**

@@ -9,6 +9,8 @@ export interface ChromiumLaunchOptions {
   extensionDirs?: string[];
   /** Chromium's proxy (browserd's local egress bridge) and its bypass list. */
   proxy?: { server: string; bypassList: string } | null;
+  /** Stealth mode (docs/stealth.md): regular Chrome's user agent and languages, no automation flag, WebGL everywhere. */
+  stealth?: { userAgent: string; locale: string; acceptLanguages: string[] } | null;
 }
 
 /**
@@ -40,6 +42,19 @@ export function chromiumArgs(o: ChromiumLaunchOptions): string[] {
     args.push(`--load-extension=${dirs}`, `--disable-extensions-except=${dirs}`);
   }
   if (o.proxy) args.push(`--proxy-server=${o.proxy.server}`, `--proxy-bypass-list=${o.proxy.bypassList}`);
+  if (o.stealth) {
+    args.push(
+      // navigator.webdriver false natively (no script patch, so no non-native getter).
+      '--disable-blink-features=AutomationControlled',
+      // Browser-wide, so also what targets the session agent sees late (or never) send and show.
+      `--user-agent=${o.stealth.userAgent}`,
+      `--lang=${o.stealth.locale}`,
+      `--accept-lang=${o.stealth.acceptLanguages.join(',')}`,
+      // WebGL through SwiftShader: headful sessions without a GPU have none otherwise; headless gets the same renderer.
+      '--enable-unsafe-swiftshader',
+      '--use-angle=swiftshader',
+    );
+  }
   // The viewport is the screen: Xvfb's size for headful sessions, this flag for headless ones
   // (new headless otherwise reports an 800x600 screen).
   if (o.headless) args.push('--headless', `--screen-info={${o.width}x${o.height}}`);

@@ -17,6 +17,7 @@ import { browserView } from './browser-view.js';
 import type { SessionRecord } from './session-record.js';
 import type { PreparedResources, SessionResources } from './session-resources.js';
 import type { SessionAgents } from './session-agents.js';
+import { openStartUrl } from '../stealth/stealth-hooks.js';
 import type { ListFilter, SessionRepo } from './session-repo.js';
 import type { WarmBrowser, WarmPool } from './warm-pool.js';
 
@@ -183,7 +184,9 @@ export class SessionService {
           width: r.viewport.width,
           height: r.viewport.height,
           refreshRate: r.viewport.refresh_rate,
-          startUrl: r.startUrl,
+          // Stealth: the first tab opens start_url once the stealth agent is in place (below).
+          startUrl: r.stealth ? null : r.startUrl,
+          stealth: r.stealth,
           chromePolicy: r.chromePolicy,
           memoryBytes: this.deps.memoryEnforced ? r.memoryBytes : null,
           ...prepared?.launch,
@@ -206,6 +209,7 @@ export class SessionService {
       this.deps.telemetry?.watch(record.id, handle.chromium);
       // Features that prepare every target (stealth...) are in place before the client hears of the session.
       await this.deps.agents?.start(record, handle.chromium);
+      if (r.stealth && r.startUrl && this.deps.agents) await openStartUrl(this.deps.agents, record.id, r.startUrl, this.deps.log);
       this.deps.log.info({ session_id: record.id, headless: r.headless, pid: handle.chromium.pid, warm: fromWarm }, 'session started');
       this.deps.resources?.started(record).catch((err) => this.deps.log.warn({ session_id: record.id, err: String(err) }, 'could not record resource use'));
     } catch (err) {
