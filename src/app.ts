@@ -7,6 +7,9 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import type { Logger } from 'pino';
 import { Accounts } from './accounts/accounts.js';
 import { browserRoutes } from './api/browsers.js';
+import { browserPoolRoutes } from './api/browser-pools.js';
+import { PoolRepo } from './pools/pool-repo.js';
+import { PoolService } from './pools/pool-service.js';
 import { healthRoutes } from './api/health.js';
 import { liveViewRoutes } from './api/live-view.js';
 import { telemetryRoutes } from './api/telemetry.js';
@@ -132,6 +135,10 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   });
   const sessions: SessionService = new SessionService({ repo: new SessionRepo(store.db), runtime, tokens, policySchema, config: cfg, nodeId, log, memoryEnforced: cgroups !== null, vaults, resources, telemetry, agents, warm });
   const reconciled = await sessions.reconcile();
+  // Pools come back with the browsers reconciliation re-adopted; lost ones are refilled.
+  const pools = new PoolService({ repo: new PoolRepo(store.db), sessions, accounts, nodeId, log, resources, telemetry });
+  sessions.setPoolLink(pools);
+  await pools.start();
   log.info({ node_id: nodeId, ...reconciled }, 'reconciled sessions from the store');
 
   const app: FastifyInstance = Fastify({
@@ -176,6 +183,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   app.get('/openapi.json', { config: { auth: false }, schema: { summary: 'This OpenAPI document', tags: ['meta'], security: [] } }, async () => app.swagger());
   healthRoutes(app, { store, chromiumPath: cfg.chromiumPath, warm: () => warm.counts() });
   browserRoutes(app, sessions);
+  browserPoolRoutes(app, pools);
   telemetryRoutes(app, { sessions, repo: telemetryRepo, telemetry });
   profileRoutes(app, profiles);
   await extensionRoutes(app, extensions);
@@ -219,7 +227,9 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
         // No new requests or upgrades from here; in-flight ones finish.
         const httpClosed = app.close();
         // Ending the sessions closes their websockets with 1000 "session ended (server_shutdown)".
+        pools.stop();
         await sessions.shutdown();
+        await pools.drain();
         await bridges.closeAll();
         await telemetry.stop();
         gateway.close();

@@ -83,9 +83,14 @@ export class SessionRepo {
     return r ? fromRow(r) : null;
   }
 
-  /** Looks a session up by id, else by name among active ones, else (with deleted) the newest deleted one of that name. */
+  /**
+   * Looks a session up by id, else by name among active ones, else (with deleted) the newest
+   * deleted one of that name. Idle pool browsers are not found: they belong to their pool
+   * until acquired.
+   */
   async find(projectId: string, idOrName: string, includeDeleted: boolean): Promise<SessionRecord | null> {
     const byId = await this.db.selectFrom('browser_sessions').selectAll().where('project_id', '=', projectId).where('id', '=', idOrName).executeTakeFirst();
+    if (byId && byId.deleted_at === null && (await this.isIdlePoolMember(byId.id))) return null;
     if (byId && (includeDeleted || byId.deleted_at === null)) return fromRow(byId);
     let q = this.db.selectFrom('browser_sessions').selectAll().where('project_id', '=', projectId).where('name', '=', idOrName);
     if (!includeDeleted) q = q.where('deleted_at', 'is', null);
@@ -93,9 +98,28 @@ export class SessionRepo {
     return byName ? fromRow(byName) : null;
   }
 
-  /** One page, newest first, plus whether more follow. */
+  private async isIdlePoolMember(id: string): Promise<boolean> {
+    const m = await this.db.selectFrom('browser_pool_members').select('state').where('session_id', '=', id).executeTakeFirst();
+    return m?.state === 'idle';
+  }
+
+  /** One page, newest first, plus whether more follow. Idle pool browsers are not listed. */
   async list(f: ListFilter): Promise<{ items: SessionRecord[]; hasMore: boolean }> {
-    let q = this.db.selectFrom('browser_sessions').selectAll().where('project_id', '=', f.projectId);
+    let q = this.db
+      .selectFrom('browser_sessions')
+      .selectAll()
+      .where('project_id', '=', f.projectId)
+      .where((eb) =>
+        eb.not(
+          eb.exists(
+            eb
+              .selectFrom('browser_pool_members')
+              .select('browser_pool_members.session_id')
+              .whereRef('browser_pool_members.session_id', '=', 'browser_sessions.id')
+              .where('browser_pool_members.state', '=', 'idle'),
+          ),
+        ),
+      );
     if (f.status === 'active') q = q.where('deleted_at', 'is', null);
     if (f.status === 'deleted') q = q.where('deleted_at', 'is not', null);
     for (const [key, value] of Object.entries(f.tags)) {

@@ -89,6 +89,18 @@ export class SessionResources {
     return { config, launch, abort };
   }
 
+  /**
+   * Resolves the request's profile, extensions and proxy without reserving anything (404
+   * naming the field when one does not exist): a browser pool checks its configuration so.
+   */
+  async resolveReferences(p: Principal, req: BrowserCreateRequest): Promise<{ profileId: string | null; extensionIds: string[] }> {
+    const extensionIds = req.extensions?.length ? (await this.deps.extensions.resolveForSession(p.projectId, req.extensions)).map((r) => r.id) : [];
+    const profileId = req.profile ? (await this.deps.profiles.resolve(p.projectId, req.profile)).id : null;
+    const requested = requestedOnCreate(req);
+    if (requested) await this.deps.proxies.resolveSelection(p.projectId, requested, fieldOf(requested));
+    return { profileId, extensionIds };
+  }
+
   /** The session runs: its resources count as used. */
   async started(s: SessionRecord): Promise<void> {
     if (s.config.profile) await this.deps.profiles.markUsed(s.config.profile.id);

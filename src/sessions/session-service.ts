@@ -33,6 +33,17 @@ export interface SessionClient {
   close(code?: number, reason?: string): void;
 }
 
+/**
+ * What browser pools tell the session service (src/pools/): idle pool browsers are neither
+ * reaped nor reachable through the gateway, leased ones show their pool, and the pool hears
+ * of every session that ended (to replace it).
+ */
+export interface PoolLink {
+  isIdle(sessionId: string): boolean;
+  poolOf(sessionId: string): { id: string; name?: string } | null;
+  ended(sessionId: string): void;
+}
+
 /** A session running on this node. */
 interface LiveSession {
   record: SessionRecord;
@@ -53,6 +64,7 @@ export class SessionService {
   private readonly starting = new Map<string, Promise<unknown>>();
   private readonly ending = new Map<string, Promise<void>>();
   private reaper: NodeJS.Timeout | null = null;
+  private pools: PoolLink | null = null;
   private publicUrl: string;
 
   constructor(
@@ -81,6 +93,22 @@ export class SessionService {
     this.publicUrl = deps.config.publicUrl ?? '';
   }
 
+  setPoolLink(link: PoolLink): void {
+    this.pools = link;
+  }
+
+  /** The inactivity timeout counts from now (a pool browser was just leased). */
+  restartIdleClock(id: string): void {
+    const l = this.live.get(id);
+    if (l) l.lastActiveMs = Date.now();
+  }
+
+  /** Closes every client connection of a session (a pool browser returned by its lessee). */
+  closeClients(id: string, reason: string): void {
+    const l = this.live.get(id);
+    if (l) for (const c of [...l.clients]) c.close(1000, reason);
+  }
+
   setPublicUrl(url: string): void {
     this.publicUrl = url;
   }
@@ -96,14 +124,7 @@ export class SessionService {
    * validFieldsOf), so the answer lists every broken rule at once.
    */
   async create(p: Principal, req: BrowserCreateRequest, schemaProblems: { field: string; message: string }[] = []): Promise<Record<string, unknown>> {
-    const problems = [...schemaProblems, ...checkCreateRules(req)];
-    if (req.chrome_policy && Object.keys(req.chrome_policy).length) {
-      if (!this.deps.runtime.isolatesPolicies) {
-        problems.push({ field: 'chrome_policy', message: 'per-session policies need browserd to run as root (each session gets its own mount namespace)' });
-      } else {
-        problems.push(...checkChromePolicy(req.chrome_policy, await this.policySchema()));
-      }
-    }
+    const problems = [...schemaProblems, ...checkCreateRules(req), ...(await this.chromePolicyProblems(req.chrome_policy))];
     if (problems.length) throw invalidInput(problems);
     const gate = checkPlanGates(req, p.organization.plan);
     if (gate) throw new Forbidden(gate, 'plan_required');
@@ -273,7 +294,7 @@ export class SessionService {
   /** The running session a gateway connection may attach to, or null if it is not active on this node. */
   liveSession(id: string): { record: SessionRecord; handle: RuntimeHandle } | null {
     const l = this.live.get(id);
-    return l && !this.ending.has(id) ? { record: l.record, handle: l.handle } : null;
+    return l && !this.ending.has(id) && !this.pools?.isIdle(id) ? { record: l.record, handle: l.handle } : null;
   }
 
   /** Registers an open client connection (activity); returns the function that unregisters it. */
@@ -313,7 +334,10 @@ export class SessionService {
   end(id: string, reason: EndReason): Promise<void> {
     const running = this.ending.get(id);
     if (running) return running;
-    const job = this.doEnd(id, reason).finally(() => this.ending.delete(id));
+    const job = this.doEnd(id, reason).finally(() => {
+      this.ending.delete(id);
+      this.pools?.ended(id);
+    });
     this.ending.set(id, job);
     return job;
   }
@@ -350,7 +374,8 @@ export class SessionService {
         this.deps.telemetry?.emit(id, { category: 'system', type: 'service_crashed', source: { kind: 'local_process', event: 'process_exit' }, data: { phase: 'running', service_name: 'chromium', pid: l.handle.chromium.pid } });
         jobs.push(this.end(id, 'browser_exited'));
       }
-      else if (l.clients.size === 0 && nowMs - l.lastActiveMs >= l.record.timeoutSeconds * 1000) jobs.push(this.end(id, 'inactivity'));
+      // An idle pool browser waits for its next lease; the pool's timeout applies once leased.
+      else if (l.clients.size === 0 && !this.pools?.isIdle(id) && nowMs - l.lastActiveMs >= l.record.timeoutSeconds * 1000) jobs.push(this.end(id, 'inactivity'));
     }
     const results = await Promise.allSettled(jobs);
     for (const r of results) if (r.status === 'rejected') this.deps.log.error({ err: String(r.reason) }, 'reaper could not end a session');
@@ -410,6 +435,15 @@ export class SessionService {
     }
   }
 
+  /** What is wrong with a create request's chrome_policy (also checked for a pool's configuration). */
+  async chromePolicyProblems(policy: Record<string, unknown> | undefined): Promise<{ field: string; message: string }[]> {
+    if (!policy || !Object.keys(policy).length) return [];
+    if (!this.deps.runtime.isolatesPolicies) {
+      return [{ field: 'chrome_policy', message: 'per-session policies need browserd to run as root (each session gets its own mount namespace)' }];
+    }
+    return checkChromePolicy(policy, await this.policySchema());
+  }
+
   /** A warm browser for this request when it is eligible and one is ready (see domain/warm-eligibility). */
   private takeWarm(req: BrowserCreateRequest, r: ResolvedCreate): WarmBrowser | null {
     if (!this.deps.warm) return null;
@@ -457,7 +491,8 @@ export class SessionService {
 
   private async view(s: SessionRecord): Promise<Record<string, unknown>> {
     const [urls, extra, telemetry] = await Promise.all([this.urls(s), this.deps.resources?.view(s) ?? {}, this.deps.telemetry?.stateOf(s.id)]);
-    return { ...browserView(s, urls), ...extra, telemetry: telemetry ? telemetryView(telemetry) : null };
+    const pool = s.deletedAt ? null : this.pools?.poolOf(s.id);
+    return { ...browserView(s, urls), ...extra, ...(pool ? { pool } : {}), telemetry: telemetry ? telemetryView(telemetry) : null };
   }
 
   /** Telemetry rules 1, 2 and 4 on create; the export destination is looked up in the project (404 when unknown). */

@@ -230,6 +230,38 @@ const migrations: Record<string, Migration> = {
         .execute();
     },
   },
+  '0005_browser_pools': {
+    async up(db: Kysely<any>) {
+      await db.schema
+        .createTable('browser_pools')
+        .addColumn('id', 'text', (c) => c.primaryKey())
+        .addColumn('project_id', 'text', (c) => c.notNull().references('projects.id'))
+        .addColumn('organization_id', 'text', (c) => c.notNull().references('organizations.id'))
+        // The node that fills the pool and runs its browsers.
+        .addColumn('node_id', 'text', (c) => c.notNull())
+        .addColumn('name', 'text')
+        .addColumn('size', 'integer', (c) => c.notNull())
+        .addColumn('fill_rate_per_minute', 'integer', (c) => c.notNull())
+        .addColumn('timeout_seconds', 'integer', (c) => c.notNull())
+        // JSON: the browser configuration (browser_pool_config without size, fill rate, timeout).
+        .addColumn('config', 'text', (c) => c.notNull())
+        .addColumn('created_at', 'text', (c) => c.notNull())
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .addUniqueConstraint('browser_pools_project_name', ['project_id', 'name'])
+        .execute();
+      // A session that belongs to a pool: idle (available) or leased. The row goes when the session ends.
+      await db.schema
+        .createTable('browser_pool_members')
+        .addColumn('session_id', 'text', (c) => c.primaryKey().references('browser_sessions.id'))
+        .addColumn('pool_id', 'text', (c) => c.notNull().references('browser_pools.id'))
+        .addColumn('state', 'text', (c) => c.notNull())
+        // JSON TelemetryState the session had when leased (restored on release with reuse); null while idle.
+        .addColumn('baseline', 'text')
+        .addColumn('updated_at', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('browser_pool_members_pool').on('browser_pool_members').columns(['pool_id', 'state']).execute();
+    },
+  },
 };
 
 class InCodeMigrations implements MigrationProvider {

@@ -211,6 +211,31 @@ export interface TelemetryDestinationsTable {
   updated_at: string;
 }
 
+/** A browser pool: browsers kept warm with one configuration, leased with acquire, returned with release. */
+export interface BrowserPoolsTable {
+  id: string;
+  project_id: string;
+  organization_id: string;
+  node_id: string;
+  name: string | null;
+  size: number;
+  fill_rate_per_minute: number;
+  timeout_seconds: number;
+  /** JSON {browser, resolved}: the browser configuration as sent (domain/pool-request.ts) and its resolved profile/extension ids. */
+  config: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A session of a pool; `state` is idle or leased. */
+export interface BrowserPoolMembersTable {
+  session_id: string;
+  pool_id: string;
+  state: string;
+  baseline: string | null;
+  updated_at: string;
+}
+
 export interface Database {
   organizations: OrganizationsTable;
   projects: ProjectsTable;
@@ -229,4 +254,6 @@ export interface Database {
   browser_session_telemetry: BrowserSessionTelemetryTable;
   telemetry_events: TelemetryEventsTable;
   telemetry_destinations: TelemetryDestinationsTable;
+  browser_pools: BrowserPoolsTable;
+  browser_pool_members: BrowserPoolMembersTable;
 }

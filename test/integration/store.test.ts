@@ -129,7 +129,7 @@ for (const backend of BACKENDS) {
         const rows = await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(store.db);
         assert.deepEqual(
           rows.rows.map((r) => r.name),
-          ['0001_foundation', '0002_vaults', '0003_profiles_extensions_proxies', '0004_telemetry'],
+          ['0001_foundation', '0002_vaults', '0003_profiles_extensions_proxies', '0004_telemetry', '0005_browser_pools'],
         );
         assert.deepEqual(await accounts.listOrganizations(), before);
         assert.equal(await store.ping(), true);

@@ -1,0 +1,230 @@
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, test } from 'node:test';
+import Kernel from '@onkernel/sdk';
+import { chromium } from 'playwright-core';
+import { startServer, type TestServer } from '../helpers/server.js';
+
+/**
+ * Browser pools through the unchanged Kernel SDK: create, get, list, update, delete (409
+ * while leased, then force), acquire (long poll, 204), release with reuse (the next lease
+ * sees no tab, cookie or storage of the previous one) and without, flush, the reaper's
+ * rules for idle and leased pool browsers, validation and 404s. Pools of one or two
+ * headless browsers with a fast fill rate keep this affordable on two cores.
+ */
+
+type Json = Record<string, unknown>;
+
+let server: TestServer;
+let kernel: Kernel;
+let site: { origin: string; close(): Promise<void> };
+
+before(async () => {
+  server = await startServer({ env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
+  kernel = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
+  // A page that leaves a cookie and localStorage behind, and one that reads them back.
+  const srv = http.createServer((req, res) => {
+    res.setHeader('content-type', 'text/html; charset=utf-8');
+    if (req.url === '/set') {
+      res.setHeader('set-cookie', 'lease=first; Path=/; Max-Age=3600');
+      res.end('<title>set</title><script>localStorage.setItem("lease", "first"); sessionStorage.setItem("lease", "first")</script>');
+    } else res.end('<title>read</title>');
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const port = (srv.address() as { port: number }).port;
+  site = { origin: `http://127.0.0.1:${port}`, close: () => new Promise<void>((r) => srv.close(() => r())) };
+});
+
+after(async () => {
+  if (process.env.POOL_TEST_LOG) (await import('node:fs')).writeFileSync(process.env.POOL_TEST_LOG, server?.output() ?? '');
+  await server?.stop();
+  await site?.close();
+});
+
+async function call(method: string, p: string, body?: unknown): Promise<{ status: number; body: Json; text: string }> {
+  const h: Record<string, string> = { authorization: `Bearer ${server.apiKey}` };
+  if (body !== undefined) h['content-type'] = 'application/json';
+  const r = await fetch(`${server.url}${p}`, { method, headers: h, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, body: (text ? JSON.parse(text) : {}) as Json, text };
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const available = (pool: string, n: number) => waitFor(`${n} available browser(s) in ${pool}`, async () => (await kernel.browserPools.retrieve(pool)).available_count === n);
+
+async function listBrowsers(): Promise<Json[]> {
+  const r = await call('GET', '/browsers');
+  assert.equal(r.status, 200, r.text);
+  return r.body as unknown as Json[];
+}
+
+async function isDeleted(sessionId: string): Promise<boolean> {
+  const r = await call('GET', `/browsers/${sessionId}?include_deleted=true`);
+  assert.equal(r.status, 200, r.text);
+  return typeof r.body.deleted_at === 'string';
+}
+
+test('validation: every broken rule of a pool configuration is named, telemetry export is refused for pools', async () => {
+  const r = await call('POST', '/browser_pools', {
+    size: 0,
+    fill_rate_per_minute: 0,
+    timeout_seconds: 5,
+    start_url: 'ftp://example.test/',
+    telemetry: { enabled: true, export: { otlp: { destination: { name: 'collector' } } } },
+    refresh_on_profile_update: true,
+    bogus: 1,
+  });
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.body.code, 'bad_request');
+  const details = (r.body.details as { code: string; message: string }[]).map((d) => d.message);
+  for (const field of ['size', 'fill_rate_per_minute', 'timeout_seconds', 'start_url', 'telemetry.export', 'refresh_on_profile_update', 'bogus']) {
+    assert.ok(details.some((m) => m.startsWith(`${field}:`)), `${field} named in ${JSON.stringify(details)}`);
+  }
+  // The SDK sees the same 400.
+  await assert.rejects(
+    kernel.browserPools.create({ size: 1, headless: true, telemetry: { enabled: true, export: { otlp: { destination: { name: 'collector' } } } } } as never),
+    (e: unknown) => e instanceof Kernel.BadRequestError && /telemetry\.export/.test(e.message),
+  );
+  // Missing size: named, and nothing was created.
+  const missing = await call('POST', '/browser_pools', { headless: true });
+  assert.equal(missing.status, 400);
+  assert.match(JSON.stringify(missing.body.details), /size: is required/);
+  assert.equal((await kernel.browserPools.list()).getPaginatedItems().length, 0);
+});
+
+test('404s: unknown pool for get, update, acquire, release, flush, delete', async () => {
+  const isNotFound = (e: unknown) => e instanceof Kernel.NotFoundError;
+  await assert.rejects(kernel.browserPools.retrieve('no-such-pool'), isNotFound);
+  await assert.rejects(kernel.browserPools.update('no-such-pool', { size: 2 }), isNotFound);
+  await assert.rejects(kernel.browserPools.acquire('no-such-pool', { acquire_timeout_seconds: 0 }), isNotFound);
+  await assert.rejects(kernel.browserPools.release('no-such-pool', { session_id: 'x' }), isNotFound);
+  await assert.rejects(kernel.browserPools.flush('no-such-pool'), isNotFound);
+  await assert.rejects(kernel.browserPools.delete('no-such-pool'), isNotFound);
+});
+
+test('a pool: create, get, list; acquire (pool ref, CDP works), 204 when all are leased, release with reuse leaves a clean browser', async () => {
+  const pool = await kernel.browserPools.create({ name: 'pool-a', size: 1, headless: true, fill_rate_per_minute: 600, timeout_seconds: 10, viewport: { width: 1024, height: 768 } });
+  assert.equal(pool.name, 'pool-a');
+  assert.equal(pool.browser_pool_config.size, 1);
+  assert.equal(pool.browser_pool_config.fill_rate_per_minute, 600);
+  assert.equal(pool.browser_pool_config.timeout_seconds, 10);
+  assert.equal(pool.browser_pool_config.headless, true);
+  assert.deepEqual(pool.extension_ids, []);
+  await available('pool-a', 1);
+  assert.equal((await kernel.browserPools.retrieve(pool.id)).id, pool.id);
+  const listed = (await kernel.browserPools.list({ name: 'pool-a' })).getPaginatedItems();
+  assert.deepEqual(listed.map((p) => p.id), [pool.id]);
+  // An idle pool browser is the pool's, not a session of the project.
+  assert.equal((await listBrowsers()).length, 0);
+
+  const first = await kernel.browserPools.acquire('pool-a', { name: 'lease-1', tags: { run: 'one' } });
+  assert.ok(first);
+  assert.deepEqual(first.pool, { id: pool.id, name: 'pool-a' });
+  assert.equal(first.name, 'lease-1');
+  assert.deepEqual(first.tags, { run: 'one' });
+  assert.equal(first.timeout_seconds, 10);
+  const seen = await kernel.browsers.retrieve(first.session_id);
+  assert.deepEqual(seen.pool, { id: pool.id, name: 'pool-a' });
+  assert.deepEqual((await listBrowsers()).map((b) => b.session_id), [first.session_id]);
+  const counts = await kernel.browserPools.retrieve('pool-a');
+  assert.equal(counts.acquired_count, 1);
+  assert.equal(counts.available_count, 0);
+
+  const b1 = await chromium.connectOverCDP(first.cdp_ws_url);
+  const ctx1 = b1.contexts()[0]!;
+  const p1 = await ctx1.newPage();
+  await p1.goto(`${site.origin}/set`);
+  const p2 = await ctx1.newPage();
+  await p2.goto(`${site.origin}/read`);
+  assert.equal(await p2.evaluate(() => localStorage.getItem('lease')), 'first');
+  assert.equal((await ctx1.cookies()).length, 1);
+
+  // All leased: the long poll ends with 204 (the SDK's null), and the pool cannot be deleted.
+  assert.equal(await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 1 }), null);
+  await assert.rejects(kernel.browserPools.delete('pool-a'), (e: unknown) => e instanceof Kernel.ConflictError);
+
+  const disconnected = new Promise<void>((r) => b1.once('disconnected', () => r()));
+  await kernel.browserPools.release('pool-a', { session_id: first.session_id });
+  await disconnected; // the lessee's connection is closed on release
+  // Releasing it again: it is idle now.
+  await assert.rejects(kernel.browserPools.release('pool-a', { session_id: first.session_id }), (e: unknown) => e instanceof Kernel.ConflictError);
+  await available('pool-a', 1);
+
+  const second = await kernel.browserPools.acquire('pool-a', {});
+  assert.ok(second);
+  assert.equal(second.session_id, first.session_id, 'reuse hands out the same browser');
+  assert.equal(second.name, undefined, 'the lease name is cleared');
+  assert.equal(second.tags, undefined, 'the lease tags are cleared');
+  const b2 = await chromium.connectOverCDP(second.cdp_ws_url);
+  try {
+    const ctx2 = b2.contexts()[0]!;
+    const pages = ctx2.pages();
+    assert.equal(pages.length, 1, `one tab left: ${pages.map((p) => p.url()).join(', ')}`);
+    assert.equal(pages[0]!.url(), 'about:blank');
+    assert.deepEqual(await ctx2.cookies(), []);
+    await pages[0]!.goto(`${site.origin}/read`);
+    assert.equal(await pages[0]!.evaluate(() => localStorage.getItem('lease')), null);
+    assert.equal(await pages[0]!.evaluate(() => document.cookie), '');
+  } finally {
+    await b2.close();
+  }
+
+  // Released without reuse: that browser ends and a new one is filled.
+  await kernel.browserPools.release('pool-a', { session_id: second.session_id, reuse: false });
+  assert.ok(await isDeleted(second.session_id));
+  await available('pool-a', 1);
+  const third = await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 30 });
+  assert.ok(third);
+  assert.notEqual(third.session_id, second.session_id);
+  await kernel.browserPools.release('pool-a', { session_id: third.session_id });
+
+  // An idle pool browser outlives the pool's timeout (10 s, reaper every 0.5 s)...
+  await new Promise((r) => setTimeout(r, 11_000));
+  const fourth = await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 0 });
+  assert.ok(fourth);
+  assert.equal(fourth.session_id, third.session_id, 'the idle browser was not reaped');
+  // ...a leased one without a client is ended after it, and the pool replaces it.
+  await waitFor('the leased browser to time out', () => isDeleted(fourth.session_id), 30_000);
+  await available('pool-a', 1);
+});
+
+test('flush ends idle browsers and the pool refills; update replaces the configuration; delete with force ends leased browsers', async () => {
+  const lease = await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 30 });
+  assert.ok(lease);
+  await kernel.browserPools.release('pool-a', { session_id: lease.session_id });
+  await available('pool-a', 1);
+  await kernel.browserPools.flush('pool-a');
+  assert.ok(await isDeleted(lease.session_id), 'the idle browser was ended by flush');
+  const refilled = await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 30 });
+  assert.ok(refilled);
+  assert.notEqual(refilled.session_id, lease.session_id);
+  await kernel.browserPools.release('pool-a', { session_id: refilled.session_id });
+
+  const updated = await kernel.browserPools.update('pool-a', { name: 'pool-b', size: 2, timeout_seconds: 120 });
+  assert.equal(updated.name, 'pool-b');
+  assert.equal(updated.browser_pool_config.size, 2);
+  assert.equal(updated.browser_pool_config.timeout_seconds, 120);
+  assert.equal(updated.browser_pool_config.headless, true);
+  await assert.rejects(kernel.browserPools.retrieve('pool-a'), (e: unknown) => e instanceof Kernel.NotFoundError);
+  await available('pool-b', 2);
+  // Updates are validated like creation.
+  await assert.rejects(kernel.browserPools.update('pool-b', { telemetry: { export: {} } } as never), (e: unknown) => e instanceof Kernel.BadRequestError);
+
+  const leased = await kernel.browserPools.acquire('pool-b', {});
+  assert.ok(leased);
+  await assert.rejects(kernel.browserPools.delete('pool-b'), (e: unknown) => e instanceof Kernel.ConflictError);
+  await kernel.browserPools.delete('pool-b', { force: true });
+  assert.ok(await isDeleted(leased.session_id), 'the leased browser was ended');
+  await assert.rejects(kernel.browserPools.retrieve('pool-b'), (e: unknown) => e instanceof Kernel.NotFoundError);
+  assert.equal((await listBrowsers()).length, 0);
+  assert.equal((await kernel.browserPools.list()).getPaginatedItems().length, 0);
+});
