@@ -17,9 +17,9 @@
 import Kernel from '@onkernel/sdk';
 import { performance } from 'node:perf_hooks';
 import { launchDirect } from './lib/direct-launch.js';
-import { sleep, summary } from './lib/proc.js';
+import { serverBrowsers, sleep, summary } from './lib/proc.js';
 import { ratio, runBench, target } from './lib/report.js';
-import { benchServer, waitWarmPool } from './lib/server.js';
+import { benchServer, readyWarm, waitWarmPool } from './lib/server.js';
 
 const N = Number(process.env.BENCH_SESSIONS ?? 100);
 const WARM_POOL = Number(process.env.BENCH_WARM_POOL ?? 2);
@@ -54,16 +54,21 @@ async function main(): Promise<Record<string, unknown>> {
   // spaces launches out on a busy node; it does not change what a warm create costs).
   const warm = await benchServer({ BROWSERD_WARM_HEADLESS: String(WARM_POOL), BROWSERD_WARM_HEADFUL: '0', BROWSERD_WARM_REFILL_GAP_MS: '250' });
   const warmSdk = new Kernel({ apiKey: warm.apiKey, baseURL: warm.url, maxRetries: 0 });
-  const poolPresent = await waitWarmPool(warm, WARM_POOL);
+  const poolPresent = (await readyWarm(warm)) !== null;
+  if (poolPresent) await waitWarmPool(warm, WARM_POOL, new Set(), 90_000);
   const warmMs: number[] = [];
   let poolNotRefilled = 0;
+  let servedWarm = 0;
   for (let i = 0; i < N; i++) {
     if (poolPresent) {
       if (!(await waitWarmPool(warm, WARM_POOL))) poolNotRefilled++;
     } else await sleep(300);
+    // Warm browsers run under the id their session will get: a create served warm answers one of these.
+    const warmIds = new Set(serverBrowsers(warm.dataDir).map((x) => x.sessionId));
     const t0 = performance.now();
     const b = await warmSdk.browsers.create({ headless: true });
     warmMs.push(performance.now() - t0);
+    if (warmIds.has(b.session_id)) servedWarm++;
     await warmSdk.browsers.deleteByID(b.session_id);
   }
   await warm.stop();
@@ -80,7 +85,7 @@ async function main(): Promise<Record<string, unknown>> {
     direct_launch_to_json_version: dv,
     cold_create: c,
     warm_create: w,
-    warm_pool: poolPresent ? { size: WARM_POOL, creates_without_a_full_pool: poolNotRefilled } : { size: WARM_POOL, present: false, note: 'the server kept no warm pool (BROWSERD_WARM_HEADLESS not supported): warm creates were cold' },
+    warm_pool: poolPresent ? { size: WARM_POOL, creates_served_warm: servedWarm, creates_without_a_full_pool: poolNotRefilled } : { size: WARM_POOL, present: false, note: 'the server reports no warm pool (/readyz without warm): warm creates were cold' },
     // The like-for-like baseline: browserd answers a create once Chromium wrote DevToolsActivePort.
     cold_over_direct_listening: { p50: ratio(c.p50, d.p50), p99: ratio(c.p99, d.p99), mean: ratio(c.mean, d.mean) },
     cold_over_direct_json_version: { p50: ratio(c.p50, dv.p50), p99: ratio(c.p99, dv.p99), mean: ratio(c.mean, dv.mean) },

@@ -7,10 +7,11 @@
  */
 import { firstPage, measure, PIPELINE, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
-import { runBench } from './lib/report.js';
+import { onCleanup, runBench } from './lib/report.js';
 
 async function main(): Promise<Record<string, unknown>> {
-  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0' } });
+  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' } });
+  onCleanup(() => server.stop());
   try {
     const res = await fetch(`${server.url}/browsers`, {
       method: 'POST',

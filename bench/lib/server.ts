@@ -22,8 +22,8 @@ export async function benchServer(env: Record<string, string> = {}): Promise<Tes
   return server;
 }
 
-/** The warm headless browsers the server says it holds (GET /readyz `warm`), or null when it does not say. */
-async function readyWarm(server: TestServer): Promise<number | null> {
+/** The warm headless browsers the server says it holds (GET /readyz `warm`), or null when it does not say (no warm pool). */
+export async function readyWarm(server: TestServer): Promise<number | null> {
   try {
     const body = (await (await fetch(`${server.url}/readyz`)).json()) as { warm?: { headless?: number } };
     return typeof body.warm?.headless === 'number' ? body.warm.headless : null;
@@ -37,9 +37,10 @@ async function readyWarm(server: TestServer): Promise<number | null> {
  * for a server that does not report it: every browser process of the server minus the
  * `inUse` session ids, all listening), and then until its browsers are quiet (a fresh
  * Chromium keeps a core busy for about a second after it listens).
- * False when the pool is not full within `timeoutMs` (a server without a warm pool).
+ * False when the pool is not full within `timeoutMs` (on a saturated CPU the pool waits up to
+ * 10 s before each refill launch).
  */
-export async function waitWarmPool(server: TestServer, size: number, inUse: Set<string> = new Set(), timeoutMs = 15_000): Promise<boolean> {
+export async function waitWarmPool(server: TestServer, size: number, inUse: Set<string> = new Set(), timeoutMs = 40_000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const said = await readyWarm(server);
