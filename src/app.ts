@@ -113,15 +113,16 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const profiles = new ProfileService({ repo: new ProfileRepo(store.db), files: profileFiles, log });
   const extensions = new ExtensionService({ repo: new ExtensionRepo(store.db), dataDir: cfg.dataDir, log });
   extensions.prepare();
-  // Proxy passwords are sealed under the vaults' key-encryption key: one key to keep safe.
-  const proxies = new ProxyService({ repo: new ProxyRepo(store.db), kek: loadLocalKek({ configured: cfg.vaultKek, dataDir: cfg.dataDir }).kek, log });
+  // Proxy passwords and telemetry destinations' header values are sealed under the vaults' key-encryption key: one key to keep safe.
+  const kek = loadLocalKek({ configured: cfg.vaultKek, dataDir: cfg.dataDir }).kek;
+  const proxies = new ProxyService({ repo: new ProxyRepo(store.db), kek, log });
   const bridges = new EgressBridges(log);
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
   const agents = new SessionAgents(log);
   // Stealth mode's fingerprint in every target of stealth sessions: docs/stealth.md.
   agents.provide(new StealthProvider(() => stealthFingerprintOf(cfg.chromiumPath), log.child({ component: 'stealth' })));
-  const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs });
+  const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs, kek });
   // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.
   const warm = new WarmPool({
     runtime,

@@ -123,7 +123,7 @@ const DestinationSchema = Type.Object({
 
 /** Header values may be credentials: only their names are ever returned. */
 function destinationView(d: DestinationRecord): Record<string, unknown> {
-  return { id: d.id, name: d.name, endpoint: d.endpoint, header_names: Object.keys(d.headers).sort(), created_at: d.createdAt, updated_at: d.updatedAt };
+  return { id: d.id, name: d.name, endpoint: d.endpoint, header_names: d.headerNames, created_at: d.createdAt, updated_at: d.updatedAt };
 }
 
 /** OTLP/HTTP export destinations of a project (minimal: create, list, get, delete). */
@@ -147,9 +147,9 @@ export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: Tele
       }
       if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw invalidInput([{ field: 'endpoint', message: 'must be an absolute http or https URL' }]);
       const now = nowIso();
-      const d: DestinationRecord = { id: newId(), projectId: principalOf(req).projectId, name: req.body.name ?? null, endpoint: url.toString(), headers: req.body.headers ?? {}, createdAt: now, updatedAt: now };
+      const d: DestinationRecord = { id: newId(), projectId: principalOf(req).projectId, name: req.body.name ?? null, endpoint: url.toString(), headerNames: Object.keys(req.body.headers ?? {}).sort(), createdAt: now, updatedAt: now };
       try {
-        await repo.insert(d);
+        await repo.insert(d, req.body.headers ?? {});
       } catch (err) {
         if (isUniqueViolation(err)) throw new Conflict(`a telemetry destination named "${d.name}" already exists in this project`, 'name_conflict');
         throw err;

@@ -1,6 +1,8 @@
 import type { TelemetryState } from '../domain/telemetry-config.js';
 import type { Db } from '../store/database.js';
 import type { TelemetryEvent } from './telemetry-events.js';
+import { openJson, sealJson, type SealedSecret } from '../vaults/envelope.js';
+import type { KeyEncryptionKey } from '../vaults/kek.js';
 
 export interface StoredEvent {
   seq: number;
@@ -76,29 +78,70 @@ export interface DestinationRecord {
   projectId: string;
   name: string | null;
   endpoint: string;
-  headers: Record<string, string>;
+  /** Names of the headers sent with every export (values are sealed; see DestinationRepo.headers). */
+  headerNames: string[];
   createdAt: string;
   updatedAt: string;
 }
 
-function destination(r: { id: string; project_id: string; name: string | null; endpoint: string; headers: string; created_at: string; updated_at: string }): DestinationRecord {
-  return { id: r.id, projectId: r.project_id, name: r.name, endpoint: r.endpoint, headers: JSON.parse(r.headers) as Record<string, string>, createdAt: r.created_at, updatedAt: r.updated_at };
+/** The `headers` column: names in clear, values sealed under the KEK (envelope encryption, bound to the destination). */
+interface StoredHeaders {
+  names: string[];
+  sealed: SealedSecret | null;
 }
 
-/** OTLP destinations of a project. */
-export class DestinationRepo {
-  constructor(private readonly db: Db) {}
+type DestinationRow = { id: string; project_id: string; name: string | null; endpoint: string; headers: string; created_at: string; updated_at: string };
 
-  async insert(d: DestinationRecord): Promise<void> {
+/** Both encryption layers are bound to the destination: sealed values moved to another row do not open. */
+function headersContext(destinationId: string): string {
+  return `browserd/telemetry-destination/${destinationId}/headers`;
+}
+
+/** A row written before headers were sealed holds the plain JSON object of the headers. */
+function parseHeaders(raw: string): { stored: StoredHeaders } | { legacy: Record<string, string> } {
+  const v = JSON.parse(raw) as unknown;
+  if (v && typeof v === 'object' && Array.isArray((v as StoredHeaders).names) && 'sealed' in (v as object)) return { stored: v as StoredHeaders };
+  return { legacy: (v ?? {}) as Record<string, string> };
+}
+
+/**
+ * OTLP destinations of a project. Header values (often credentials) are sealed with the
+ * project's envelope encryption (src/vaults/envelope.ts) under the vaults' KEK and opened
+ * only for the exporter; names stay readable for the API's `header_names`. A row from before
+ * sealing is sealed the first time it is read.
+ */
+export class DestinationRepo {
+  constructor(
+    private readonly db: Db,
+    private readonly kek: KeyEncryptionKey,
+  ) {}
+
+  private async seal(id: string, headers: Record<string, string>): Promise<string> {
+    const names = Object.keys(headers).sort();
+    const stored: StoredHeaders = { names, sealed: names.length ? await sealJson(this.kek, headersContext(id), headers) : null };
+    return JSON.stringify(stored);
+  }
+
+  private async record(r: DestinationRow): Promise<DestinationRecord> {
+    const h = parseHeaders(r.headers);
+    let names: string[];
+    if ('legacy' in h) {
+      names = Object.keys(h.legacy).sort();
+      await this.db.updateTable('telemetry_destinations').set({ headers: await this.seal(r.id, h.legacy) }).where('id', '=', r.id).where('headers', '=', r.headers).execute();
+    } else names = h.stored.names;
+    return { id: r.id, projectId: r.project_id, name: r.name, endpoint: r.endpoint, headerNames: names, createdAt: r.created_at, updatedAt: r.updated_at };
+  }
+
+  async insert(d: DestinationRecord, headers: Record<string, string>): Promise<void> {
     await this.db
       .insertInto('telemetry_destinations')
-      .values({ id: d.id, project_id: d.projectId, name: d.name, endpoint: d.endpoint, headers: JSON.stringify(d.headers), created_at: d.createdAt, updated_at: d.updatedAt })
+      .values({ id: d.id, project_id: d.projectId, name: d.name, endpoint: d.endpoint, headers: await this.seal(d.id, headers), created_at: d.createdAt, updated_at: d.updatedAt })
       .execute();
   }
 
   async list(projectId: string): Promise<DestinationRecord[]> {
     const rows = await this.db.selectFrom('telemetry_destinations').selectAll().where('project_id', '=', projectId).orderBy('created_at', 'desc').orderBy('id').execute();
-    return rows.map(destination);
+    return Promise.all(rows.map((r) => this.record(r)));
   }
 
   async find(projectId: string, idOrName: string): Promise<DestinationRecord | null> {
@@ -109,12 +152,21 @@ export class DestinationRepo {
       .where((eb) => eb.or([eb('id', '=', idOrName), eb('name', '=', idOrName)]))
       .execute();
     const r = rows.find((x) => x.id === idOrName) ?? rows[0];
-    return r ? destination(r) : null;
+    return r ? this.record(r) : null;
   }
 
   async byId(id: string): Promise<DestinationRecord | null> {
     const r = await this.db.selectFrom('telemetry_destinations').selectAll().where('id', '=', id).executeTakeFirst();
-    return r ? destination(r) : null;
+    return r ? this.record(r) : null;
+  }
+
+  /** The header values, opened (for the exporter only; never returned by the API). */
+  async headers(id: string): Promise<Record<string, string>> {
+    const r = await this.db.selectFrom('telemetry_destinations').select('headers').where('id', '=', id).executeTakeFirst();
+    if (!r) return {};
+    const h = parseHeaders(r.headers);
+    if ('legacy' in h) return h.legacy;
+    return h.stored.sealed ? openJson<Record<string, string>>(this.kek, headersContext(id), h.stored.sealed) : {};
   }
 
   async delete(id: string): Promise<void> {

@@ -9,6 +9,7 @@ import type { SessionAgents } from '../sessions/session-agents.js';
 import type { TargetHook } from '../runtime/target-agent.js';
 import { CDP_CAPTURE_CATEGORIES, captureHook, HOOK_PREFIX, type CaptureContext, type CdpCaptureCategory } from './capture-hooks.js';
 import type { MappedEvent } from './capture-rules.js';
+import type { KeyEncryptionKey } from '../vaults/kek.js';
 import { DestinationRepo, type TelemetryRepo } from './telemetry-repo.js';
 
 /** Per-session capture state of a session running on this node. */
@@ -72,9 +73,11 @@ export class TelemetryService {
       /** The session agents the CDP capture categories (console, network, page, interaction, screenshot) hook into. */
       agents?: SessionAgents;
       screenshotIntervalMs?: number;
+      /** Seals destinations' header values (the vaults' key-encryption key). */
+      kek: KeyEncryptionKey;
     },
   ) {
-    this.destinations = new DestinationRepo(deps.repo.db);
+    this.destinations = new DestinationRepo(deps.repo.db, deps.kek);
     // Sessions starting with CDP capture categories get their hooks before POST /browsers answers.
     deps.agents?.provide({ hooksFor: (record) => this.hooksFor(record.id) });
   }
@@ -206,9 +209,10 @@ export class TelemetryService {
       const d = await this.destinations.byId(state.exportDestinationId);
       if (!d) this.deps.log.warn({ session_id: sessionId, destination: state.exportDestinationId }, 'telemetry: the export destination no longer exists; not exporting');
       else {
+        const headers = await this.destinations.headers(d.id);
         this.exporters.set(
           d.id,
-          new OtlpExporter(d, {
+          new OtlpExporter({ id: d.id, endpoint: d.endpoint, headers }, {
             log: this.deps.log,
             backoffMs: this.deps.exportBackoffMs,
             onDropped: (sessions, count) => this.exportDropped(d.id, sessions, count),

@@ -331,6 +331,11 @@ describe('OTLP export', () => {
       assert.equal(((await r.json()) as { id: string }).id, dest.id);
       r = await fetch(`${server.url}/telemetry/destinations`, { headers: server.headers() });
       assert.ok(!(await r.text()).includes('collector-secret-value'));
+      // Sealed in the store: neither the database file nor its write-ahead log holds the value.
+      for (const f of ['browserd.sqlite', 'browserd.sqlite-wal']) {
+        const file = `${server.dataDir}/${f}`;
+        if (fs.existsSync(file)) assert.ok(!fs.readFileSync(file).includes(Buffer.from('collector-secret-value')), f);
+      }
 
       const s = await kernel.browsers.create({ headless: true, telemetry: { enabled: true, export: { otlp: { destination: { name: 'local-collector' } } } } as { enabled: boolean } });
       assert.deepEqual((s.telemetry as { export: unknown }).export, { otlp: { enabled: true, destination: dest.id } });
