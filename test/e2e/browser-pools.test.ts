@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
@@ -20,7 +21,8 @@ let kernel: Kernel;
 let site: { origin: string; close(): Promise<void> };
 
 before(async () => {
-  server = await startServer({ env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
+  // The data directory is kept across the kill -9 of the restart test and removed in after().
+  server = await startServer({ keepDataDir: true, env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
   kernel = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
   // A page that leaves a cookie and localStorage behind, and one that reads them back.
   const srv = http.createServer((req, res) => {
@@ -36,8 +38,8 @@ before(async () => {
 });
 
 after(async () => {
-  if (process.env.POOL_TEST_LOG) (await import('node:fs')).writeFileSync(process.env.POOL_TEST_LOG, server?.output() ?? '');
   await server?.stop();
+  if (server) fs.rmSync(server.dataDir, { recursive: true, force: true });
   await site?.close();
 });
 
@@ -152,14 +154,16 @@ test('a pool: create, get, list; acquire (pool ref, CDP works), 204 when all are
   assert.equal(await kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 1 }), null);
   await assert.rejects(kernel.browserPools.delete('pool-a'), (e: unknown) => e instanceof Kernel.ConflictError);
 
+  // Two callers wait; the released browser goes to the first, the second's wait ends with 204.
+  const waitingFirst = kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 30 });
+  await new Promise((r) => setTimeout(r, 500)); // the first request is queued before the second is sent
+  const waitingSecond = kernel.browserPools.acquire('pool-a', { acquire_timeout_seconds: 5 });
+  await new Promise((r) => setTimeout(r, 500));
   const disconnected = new Promise<void>((r) => b1.once('disconnected', () => r()));
   await kernel.browserPools.release('pool-a', { session_id: first.session_id });
   await disconnected; // the lessee's connection is closed on release
-  // Releasing it again: it is idle now.
-  await assert.rejects(kernel.browserPools.release('pool-a', { session_id: first.session_id }), (e: unknown) => e instanceof Kernel.ConflictError);
-  await available('pool-a', 1);
-
-  const second = await kernel.browserPools.acquire('pool-a', {});
+  const second = await waitingFirst;
+  assert.equal(await waitingSecond, null);
   assert.ok(second);
   assert.equal(second.session_id, first.session_id, 'reuse hands out the same browser');
   assert.equal(second.name, undefined, 'the lease name is cleared');
@@ -208,6 +212,9 @@ test('flush ends idle browsers and the pool refills; update replaces the configu
   assert.ok(refilled);
   assert.notEqual(refilled.session_id, lease.session_id);
   await kernel.browserPools.release('pool-a', { session_id: refilled.session_id });
+  // Releasing it again: it is idle now. A session of no pool is unknown to the pool.
+  await assert.rejects(kernel.browserPools.release('pool-a', { session_id: refilled.session_id }), (e: unknown) => e instanceof Kernel.ConflictError);
+  await assert.rejects(kernel.browserPools.release('pool-a', { session_id: 'not-a-pool-browser' }), (e: unknown) => e instanceof Kernel.NotFoundError);
 
   const updated = await kernel.browserPools.update('pool-a', { name: 'pool-b', size: 2, timeout_seconds: 120 });
   assert.equal(updated.name, 'pool-b');
@@ -226,5 +233,26 @@ test('flush ends idle browsers and the pool refills; update replaces the configu
   assert.ok(await isDeleted(leased.session_id), 'the leased browser was ended');
   await assert.rejects(kernel.browserPools.retrieve('pool-b'), (e: unknown) => e instanceof Kernel.NotFoundError);
   assert.equal((await listBrowsers()).length, 0);
+  assert.equal((await kernel.browserPools.list()).getPaginatedItems().length, 0);
+});
+
+test('restart after kill -9: the pool and its idle browser are re-adopted, a leased one stays leased', async () => {
+  const pool = await kernel.browserPools.create({ name: 'pool-r', size: 2, headless: true, fill_rate_per_minute: 1200, timeout_seconds: 60 });
+  await available('pool-r', 2);
+  const leased = await kernel.browserPools.acquire('pool-r', { name: 'kept' });
+  assert.ok(leased);
+  await server.kill9();
+  server = await startServer({ dataDir: server.dataDir, apiKey: server.apiKey, env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
+  kernel = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
+  const back = await kernel.browserPools.retrieve('pool-r');
+  assert.equal(back.id, pool.id);
+  assert.equal(back.acquired_count, 1);
+  assert.equal(back.available_count, 1);
+  const seen = await kernel.browsers.retrieve(leased.session_id);
+  assert.deepEqual(seen.pool, { id: pool.id, name: 'pool-r' });
+  assert.equal(seen.name, 'kept');
+  await kernel.browserPools.release('pool-r', { session_id: leased.session_id });
+  await available('pool-r', 2);
+  await kernel.browserPools.delete('pool-r');
   assert.equal((await kernel.browserPools.list()).getPaginatedItems().length, 0);
 });
