@@ -48,6 +48,8 @@ import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { SessionAgents } from './sessions/session-agents.js';
+import { CaptchaService } from './captcha/captcha-service.js';
+import { SolverClient } from './captcha/solver-client.js';
 import { stealthFingerprintOf } from './stealth/chromium-version.js';
 import { StealthProvider } from './stealth/stealth-hooks.js';
 import { WarmPool } from './sessions/warm-pool.js';
@@ -120,6 +122,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
   const telemetryRepo = new TelemetryRepo(store.db);
   const agents = new SessionAgents(log);
+  // CAPTCHA detection (and solving, with a solver configured) in stealth sessions: docs/captcha.md.
+  agents.provide(new CaptchaService({ solver: cfg.captchaSolver ? new SolverClient(cfg.captchaSolver) : null, emit: (id, e) => void telemetry.emit(id, e), log: log.child({ component: 'captcha' }) }));
   // Stealth mode's fingerprint in every target of stealth sessions: docs/stealth.md.
   agents.provide(new StealthProvider(() => stealthFingerprintOf(cfg.chromiumPath), log.child({ component: 'stealth' })));
   const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs, kek });

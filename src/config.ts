@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { captchaSolverVars } from './captcha/captcha-config.js';
+import type { SolverConfig } from './captcha/solver-client.js';
 
 /** Regions a node can serve; the contract's Region enum. */
 export const REGIONS = ['us-east', 'eu-west', 'ap-southeast'] as const;
@@ -47,6 +49,8 @@ export interface Config {
   warm: { headless: number; headful: number; refillGapMs: number };
   /** Interval of the telemetry `screenshot` category's viewport captures, in ms (BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS). */
   telemetryScreenshotIntervalMs: number;
+  /** The CAPTCHA solver service of stealth sessions (BROWSERD_CAPTCHA_SOLVER_*; docs/captcha.md). Absent: detect and report only. */
+  captchaSolver?: SolverConfig;
 }
 
 export interface LinkProviderConfig {
@@ -166,6 +170,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   const vaultKek = vaultKekVar(env, problems);
   const link = linkVars(env, problems);
   const stealthProxyUrl = stealthProxyVar(env, problems);
+  const captchaSolver = captchaSolverVars(env, problems);
 
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -189,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     ...(vaultKek ? { vaultKek } : {}),
     ...(link ? { link } : {}),
     ...(stealthProxyUrl ? { stealthProxyUrl } : {}),
+    ...(captchaSolver ? { captchaSolver } : {}),
   };
 }
 
