@@ -41,13 +41,14 @@ const sitePort = () => new URL(site.url).port;
 const siteHits = (p: TestProxy, from: number) => p.log.slice(from).filter((e) => e.target.includes(`:${sitePort()}`));
 
 /** Creates a session (extra fields the SDK has no type for are passed through), runs the checks in a new tab, ends the session. */
-async function checkSession(body: Record<string, unknown>): Promise<{ results: BotCheck[]; session: Kernel.BrowserCreateResponse }> {
+async function checkSession(body: Record<string, unknown>, o: { newContext?: boolean } = {}): Promise<{ results: BotCheck[]; session: Kernel.BrowserCreateResponse }> {
   const session = await kernel.browsers.create({ viewport: VIEWPORT, timeout_seconds: 300, ...body } as Kernel.BrowserCreateParams);
   try {
     assert.equal(session.stealth, body.stealth === true);
     const browser = await chromium.connectOverCDP(session.cdp_ws_url);
     try {
-      const page = await browser.contexts()[0]!.newPage();
+      // A new context as Playwright users make them (viewport null: no emulation of Playwright's own 1280x720).
+      const page = o.newContext ? await (await browser.newContext({ viewport: null })).newPage() : await browser.contexts()[0]!.newPage();
       const results = await runBotChecks(page, site.url, VIEWPORT);
       return { results, session };
     } finally {
@@ -99,7 +100,7 @@ describe('stealth sessions pass every bot check', () => {
     }
   });
 
-  test('a selected proxy carries the traffic and changes nothing of the fingerprint', async () => {
+  test('a selected proxy carries the traffic and changes nothing of the fingerprint (checked in a new browser context)', async () => {
     const made = await fetch(`${server.url}/proxies`, {
       method: 'POST',
       headers: server.headers({ 'content-type': 'application/json' }),
@@ -108,7 +109,7 @@ describe('stealth sessions pass every bot check', () => {
     assert.equal(made.status, 200, await made.clone().text());
     const proxy = (await made.json()) as { id: string };
     const from = stealthProxy.log.length;
-    const { results, session } = await checkSession({ headless: true, stealth: true, proxy_id: proxy.id });
+    const { results, session } = await checkSession({ headless: true, stealth: true, proxy_id: proxy.id }, { newContext: true });
     assert.equal(session.proxy_id, proxy.id);
     assert.equal(failures(results), '', 'failed checks');
     assert.ok(siteHits(chosenProxy, 0).length > 0, 'the selected proxy carried the traffic');
