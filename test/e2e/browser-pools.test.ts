@@ -16,13 +16,15 @@ import { startServer, type TestServer } from '../helpers/server.js';
 
 type Json = Record<string, unknown>;
 
+// A node of three sessions: enough for every pool here, and a pool of four finds it full.
+const ENV = { BROWSERD_REAPER_INTERVAL_MS: '500', BROWSERD_MAX_SESSIONS: '3' };
 let server: TestServer;
 let kernel: Kernel;
 let site: { origin: string; close(): Promise<void> };
 
 before(async () => {
   // The data directory is kept across the kill -9 of the restart test and removed in after().
-  server = await startServer({ keepDataDir: true, env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
+  server = await startServer({ keepDataDir: true, env: ENV });
   kernel = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
   // A page that leaves a cookie and localStorage behind, and one that reads them back.
   const srv = http.createServer((req, res) => {
@@ -236,13 +238,26 @@ test('flush ends idle browsers and the pool refills; update replaces the configu
   assert.equal((await kernel.browserPools.list()).getPaginatedItems().length, 0);
 });
 
+test('a pool larger than the node fills what fits and says why it is short; pool browsers count against capacity', async () => {
+  await kernel.browserPools.create({ name: 'pool-full', size: 4, headless: true, fill_rate_per_minute: 1200 });
+  const short = await waitFor('the pool to report why it is short', async () => {
+    const r = await call('GET', '/browser_pools/pool-full');
+    return r.body.available_count === 3 && typeof r.body.fill_error === 'string' ? r.body : null;
+  });
+  assert.match(short.fill_error as string, /capacity of 3 sessions/);
+  const full = await call('POST', '/browsers', { headless: true });
+  assert.equal(full.status, 529, full.text);
+  await kernel.browserPools.delete('pool-full');
+  assert.equal((await listBrowsers()).length, 0);
+});
+
 test('restart after kill -9: the pool and its idle browser are re-adopted, a leased one stays leased', async () => {
   const pool = await kernel.browserPools.create({ name: 'pool-r', size: 2, headless: true, fill_rate_per_minute: 1200, timeout_seconds: 60 });
   await available('pool-r', 2);
   const leased = await kernel.browserPools.acquire('pool-r', { name: 'kept' });
   assert.ok(leased);
   await server.kill9();
-  server = await startServer({ dataDir: server.dataDir, apiKey: server.apiKey, env: { BROWSERD_REAPER_INTERVAL_MS: '500' } });
+  server = await startServer({ dataDir: server.dataDir, apiKey: server.apiKey, env: ENV });
   kernel = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
   const back = await kernel.browserPools.retrieve('pool-r');
   assert.equal(back.id, pool.id);
