@@ -1,22 +1,36 @@
 /**
  * Cost of control telemetry on the CDP relay: pipelined throughput and round trips of
  * Runtime.evaluate through the gateway of one session, with control capture on (every
- * command becomes a cdp_command event) and off (PATCH), alternated on the same browser.
+ * command becomes a cdp_command event) and off (PATCH), on the same server and browser.
  *
- *   npm run bench:telemetry      # prints one JSON object
+ * Robust to a noisy machine: PAIRS interleaved pairs of runs (the order inside a pair
+ * alternates, off-on then on-off, so a drift in load does not favour one side), each pair
+ * gives an on/off ratio; the result is the median of those ratios (and the ratio of the
+ * median throughputs as a cross-check). Load averages before and after are printed.
+ *
+ *   npm run bench:telemetry            # prints one JSON object
+ *   PAIRS=15 PIPELINE=5000 ROUNDS=300 npm run bench:telemetry
  */
-import { firstPage, measure, PIPELINE, ROUNDS } from './lib/cdp-measure.js';
+import os from 'node:os';
+import { firstPage, measure, PIPELINE, quantile, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
 import { onCleanup, runBench } from './lib/report.js';
 
+const PAIRS = Number(process.env.PAIRS ?? 10);
+
+function median(xs: number[]): number {
+  return quantile([...xs].sort((a, b) => a - b), 0.5);
+}
+
 async function main(): Promise<Record<string, unknown>> {
+  const loadBefore = os.loadavg().map((x) => Number(x.toFixed(2)));
   const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' } });
   onCleanup(() => server.stop());
   try {
     const res = await fetch(`${server.url}/browsers`, {
       method: 'POST',
       headers: server.headers({ 'content-type': 'application/json' }),
-      body: JSON.stringify({ headless: true, timeout_seconds: 600, telemetry: { enabled: true } }),
+      body: JSON.stringify({ headless: true, timeout_seconds: 3600, telemetry: { enabled: true } }),
     });
     const b = (await res.json()) as { session_id: string; cdp_ws_url: string };
     const control = async (enabled: boolean) => {
@@ -28,23 +42,36 @@ async function main(): Promise<Record<string, unknown>> {
       if (r.status !== 200) throw new Error(`PATCH answered ${r.status}`);
     };
     const page = await firstPage(b.cdp_ws_url);
-    // Off, on, off, on: the better of each pair, so neither side always runs on a colder browser.
-    const runs: Record<string, Record<string, number>[]> = { off: [], on: [] };
-    for (const enabled of [false, true, false, true]) {
+    const run = async (enabled: boolean) => {
       await control(enabled);
-      runs[enabled ? 'on' : 'off']!.push(await measure(b.cdp_ws_url, page));
+      return measure(b.cdp_ws_url, page);
+    };
+    // One unrecorded run of each: the browser and the relay warm up.
+    await run(false);
+    await run(true);
+    const pairs: { off: Record<string, number>; on: Record<string, number> }[] = [];
+    for (let i = 0; i < PAIRS; i++) {
+      const order = i % 2 === 0 ? [false, true] : [true, false];
+      const pair: Partial<{ off: Record<string, number>; on: Record<string, number> }> = {};
+      for (const enabled of order) pair[enabled ? 'on' : 'off'] = await run(enabled);
+      pairs.push(pair as { off: Record<string, number>; on: Record<string, number> });
     }
-    const best = (list: Record<string, number>[]) => list.reduce((a, c) => (c.pipelined_per_s! > a.pipelined_per_s! ? c : a));
-    const off = best(runs.off!);
-    const on = best(runs.on!);
+    const tput = (side: 'on' | 'off') => pairs.map((p) => p[side].pipelined_per_s!);
+    const rtt = (side: 'on' | 'off') => pairs.map((p) => p[side].rtt_p50_us!);
+    const ratios = pairs.map((p) => p.on.pipelined_per_s! / p.off.pipelined_per_s!);
     return {
       bench: 'cdp-relay-telemetry',
+      pairs: PAIRS,
       rounds: ROUNDS,
       pipelined: PIPELINE,
-      control_off: off,
-      control_on: on,
-      throughput_ratio_on_vs_off: Number((on.pipelined_per_s! / off.pipelined_per_s!).toFixed(3)),
-      rtt_p50_overhead_us: on.rtt_p50_us! - off.rtt_p50_us!,
+      load_avg_before: loadBefore,
+      load_avg_after: os.loadavg().map((x) => Number(x.toFixed(2))),
+      control_off: { pipelined_per_s_median: median(tput('off')), rtt_p50_us_median: median(rtt('off')) },
+      control_on: { pipelined_per_s_median: median(tput('on')), rtt_p50_us_median: median(rtt('on')) },
+      pair_ratios: ratios.map((r) => Number(r.toFixed(3))),
+      throughput_ratio_on_vs_off: Number(median(ratios).toFixed(3)),
+      throughput_ratio_of_medians: Number((median(tput('on')) / median(tput('off'))).toFixed(3)),
+      rtt_p50_overhead_us: median(rtt('on')) - median(rtt('off')),
     };
   } finally {
     await server.stop();

@@ -120,7 +120,8 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const proxies = new ProxyService({ repo: new ProxyRepo(store.db), kek, log });
   const bridges = new EgressBridges(log);
   const resources = new SessionResources({ profiles, extensions, proxies, bridges, ...(cfg.stealthProxyUrl ? { stealthProxyUrl: cfg.stealthProxyUrl } : {}), log });
-  const telemetryRepo = new TelemetryRepo(store.db);
+  // SQLite: events are written by a thread of their own, so bursts of them never stall the CDP relay.
+  const telemetryRepo = new TelemetryRepo(store.db, cfg.store.kind === 'sqlite' ? cfg.store.file : undefined);
   const agents = new SessionAgents(log);
   // CAPTCHA detection (and solving, with a solver configured) in stealth sessions: docs/captcha.md.
   agents.provide(new CaptchaService({ solver: cfg.captchaSolver ? new SolverClient(cfg.captchaSolver) : null, emit: (id, e) => void telemetry.emit(id, e), log: log.child({ component: 'captcha' }) }));

@@ -1,6 +1,7 @@
 import type { TelemetryState } from '../domain/telemetry-config.js';
 import type { Db } from '../store/database.js';
 import type { TelemetryEvent } from './telemetry-events.js';
+import { SqliteEventWriter } from './event-writer.js';
 import { openJson, sealJson, type SealedSecret } from '../vaults/envelope.js';
 import type { KeyEncryptionKey } from '../vaults/kek.js';
 
@@ -23,7 +24,19 @@ export interface EventQuery {
 
 /** Persistence of telemetry configurations, events and export destinations. */
 export class TelemetryRepo {
-  constructor(readonly db: Db) {}
+  private readonly writer: SqliteEventWriter | null;
+
+  /** `sqliteFile`: event inserts go to a writer thread with its own connection to that file (else through `db`). */
+  constructor(
+    readonly db: Db,
+    sqliteFile?: string,
+  ) {
+    this.writer = sqliteFile ? new SqliteEventWriter(sqliteFile) : null;
+  }
+
+  async close(): Promise<void> {
+    await this.writer?.close();
+  }
 
   async state(sessionId: string): Promise<TelemetryState | null> {
     const r = await this.db.selectFrom('browser_session_telemetry').select('state').where('session_id', '=', sessionId).executeTakeFirst();
@@ -45,6 +58,10 @@ export class TelemetryRepo {
   }
 
   async insertEvents(rows: { sessionId: string; seq: number; event: TelemetryEvent }[]): Promise<void> {
+    if (this.writer) {
+      await this.writer.write(rows.map((r) => [r.sessionId, r.seq, r.event.ts, r.event.category, r.event.type, JSON.stringify(r.event)]));
+      return;
+    }
     // Chunks keep each statement under SQLite's bound-parameter limit (6 per row).
     for (let i = 0; i < rows.length; i += 500) {
       await this.db

