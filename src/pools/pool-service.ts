@@ -294,11 +294,15 @@ export class PoolService implements PoolLink {
     });
   }
 
-  /** Moves the longest-idle browser to leased (synchronously, so it is handed out once). */
+  /**
+   * Moves the longest-idle browser to leased, synchronously: it is handed out once, and its
+   * inactivity clock starts now (the reaper must not count the idle time as the lease's).
+   */
   private handOut(st: PoolState): string {
     const [id] = st.idle;
     st.idle.delete(id!);
     st.leased.set(id!, { watch: null, origins: new Set(), baseline: null, returning: false });
+    this.deps.sessions.restartIdleClock(id!);
     return id!;
   }
 
