@@ -228,6 +228,17 @@ describe('BROWSERD_WARM_HEADLESS, BROWSERD_WARM_HEADFUL, BROWSERD_WARM_REFILL_GA
   }
 });
 
+describe('BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS', () => {
+  test('default 5000; 250 and 3600000 accepted', () => {
+    assert.equal(load({}).telemetryScreenshotIntervalMs, 5000);
+    assert.equal(load({ BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS: '250' }).telemetryScreenshotIntervalMs, 250);
+    assert.equal(load({ BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS: '3600000' }).telemetryScreenshotIntervalMs, 3_600_000);
+  });
+  for (const raw of ['249', '3600001', 'often', '1.5']) {
+    test(`rejects ${raw}`, () => rejects({ BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS: raw }, 'BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS'));
+  }
+});
+
 describe('BROWSERD_REGION', () => {
   for (const r of ['us-east', 'eu-west', 'ap-southeast'] as const) {
     test(`accepts ${r}`, () => assert.equal(load({ BROWSERD_REGION: r }).region, r));
