@@ -164,6 +164,16 @@ function sendForm() {
 </script></body></html>`,
     // A widget inside a cross-site (out-of-process) frame: the frame's own form is sent.
     '/framed': () => `<!doctype html><title>framed</title><iframe src="http://localhost:${port}/turnstile-framed" width="600" height="300"></iframe>`,
+    // A widget a script adds once the page runs (single-page apps): found by the DOM watch.
+    '/dynamic': () => `<!doctype html><title>dynamic</title>
+<form id="f" method="POST" action="/submit?page=dynamic"><input type="hidden" name="callback_token" id="cb"></form>${CALLBACK}
+<script>setTimeout(function () {
+  var w = document.createElement('div');
+  w.className = 'g-recaptcha';
+  w.setAttribute('data-sitekey', ${JSON.stringify(SITEKEYS.recaptcha_v2)});
+  w.setAttribute('data-callback', 'onCaptcha');
+  document.getElementById('f').appendChild(w);
+}, 300);</script>`,
     '/plain': () => '<!doctype html><title>plain</title><p>no challenge here</p>',
   };
   const server = http.createServer((req, res) => {

@@ -30,7 +30,7 @@ describe('CAPTCHA hook: detection in an isolated world, solving, token placement
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'captcha-hook-'));
     site = await startWidgetSite();
-    solver = await startLocalSolver({ processingPolls: 1 });
+    solver = await startLocalSolver({ processingPolls: 1, failWith: (t) => (t.websiteURL.includes('unsolvable') ? 'ERROR_CAPTCHA_UNSOLVABLE' : null) });
     const args = chromiumArgs({ userDataDir: path.join(dir, 'profile'), headless: true, kioskMode: false, width: 800, height: 600, startUrl: null });
     child = spawn('/usr/lib/chromium/chromium', [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...args], { detached: true, stdio: 'ignore' });
     const portFile = path.join(dir, 'profile', 'DevToolsActivePort');
@@ -141,6 +141,27 @@ describe('CAPTCHA hook: detection in an isolated world, solving, token placement
     await page.click('#send');
     const sent = await eventually(() => site.submissions.find((s) => s.page === 'v3') ?? null, 15_000);
     assert.equal(sent!.fields['g-recaptcha-response'], task.token);
+    await page.close();
+  });
+
+  test('a widget added by the page later is found by the DOM watch and solved', async () => {
+    const page = await newPage();
+    await page.goto(`${site.url}/dynamic`);
+    const sent = await eventually(() => site.submissions.find((s) => s.page === 'dynamic') ?? null, 15_000);
+    const task = solver.tasks.find((t) => t.task.websiteURL === `${site.url}/dynamic`);
+    assert.ok(sent && task);
+    assert.equal(sent.fields['g-recaptcha-response'], task.token);
+    await page.close();
+  });
+
+  test("a task the solver cannot solve ends as a failure with the solver's error code; nothing is placed", async () => {
+    const page = await newPage();
+    await page.goto(`${site.url}/hcaptcha?unsolvable=1`);
+    const result = await eventually(() => events.find((e) => e.type === 'captcha_solve_result' && e.data?.website_path === '/hcaptcha' && e.data?.status !== 'success') ?? null, 15_000);
+    assert.equal(result!.data!.status, 'failure');
+    assert.equal(result!.data!.error_code, 'ERROR_CAPTCHA_UNSOLVABLE');
+    assert.ok(result!.data!.task_id);
+    assert.equal(await page.evaluate(() => document.querySelectorAll('[name="h-captcha-response"]').length), 0);
     await page.close();
   });
 });
