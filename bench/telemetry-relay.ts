@@ -6,17 +6,29 @@
  * Robust to a noisy machine: PAIRS interleaved pairs of runs (the order inside a pair
  * alternates, off-on then on-off, so a drift in load does not favour one side), each pair
  * gives an on/off ratio; the result is the median of those ratios (and the ratio of the
- * median throughputs as a cross-check). Load averages before and after are printed.
+ * median throughputs as a cross-check). Load averages before and after are printed, and
+ * the server process's CPU time per relayed command on each side (all its threads, so the
+ * event writer's too), which other load on the machine hardly moves.
  *
  *   npm run bench:telemetry            # prints one JSON object
  *   PAIRS=15 PIPELINE=5000 ROUNDS=300 npm run bench:telemetry
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import { firstPage, measure, PIPELINE, quantile, ROUNDS } from './lib/cdp-measure.js';
 import { startServer } from '../test/helpers/server.js';
 import { onCleanup, runBench } from './lib/report.js';
 
 const PAIRS = Number(process.env.PAIRS ?? 10);
+/** Commands one measure() sends (warm-up, round trips, burst). */
+const COMMANDS = 100 + ROUNDS + PIPELINE;
+
+/** CPU time (user + system, all threads) a process has used, in ms (/proc, 10 ms ticks). */
+function cpuMs(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100;
+}
 
 function median(xs: number[]): number {
   return quantile([...xs].sort((a, b) => a - b), 0.5);
@@ -44,7 +56,11 @@ async function main(): Promise<Record<string, unknown>> {
     const page = await firstPage(b.cdp_ws_url);
     const run = async (enabled: boolean) => {
       await control(enabled);
-      return measure(b.cdp_ws_url, page);
+      const cpu0 = cpuMs(server.proc.pid!);
+      const m = await measure(b.cdp_ws_url, page);
+      // The server's own CPU per relayed command (relay, capture, event writer thread): far less sensitive to other load than throughput.
+      m.server_cpu_us_per_command = Math.round(((cpuMs(server.proc.pid!) - cpu0) * 1000) / COMMANDS);
+      return m;
     };
     // One unrecorded run of each: the browser and the relay warm up.
     await run(false);
@@ -72,6 +88,7 @@ async function main(): Promise<Record<string, unknown>> {
       throughput_ratio_on_vs_off: Number(median(ratios).toFixed(3)),
       throughput_ratio_of_medians: Number((median(tput('on')) / median(tput('off'))).toFixed(3)),
       rtt_p50_overhead_us: median(rtt('on')) - median(rtt('off')),
+      server_cpu_us_per_command: { off: median(pairs.map((p) => p.off.server_cpu_us_per_command!)), on: median(pairs.map((p) => p.on.server_cpu_us_per_command!)) },
     };
   } finally {
     await server.stop();

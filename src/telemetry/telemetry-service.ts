@@ -333,7 +333,7 @@ export class TelemetryService {
           excluded++;
           return;
         }
-        svc.emit(sessionId, { category: 'control', type: 'cdp_command', source: { kind: 'kernel_api', event: 'cdp_proxy', metadata: { connection_id: connectionId } }, data: cdpCommandData(msg as { method: string }, frame.length) });
+        svc.emit(sessionId, { category: 'control', type: 'cdp_command', source, data: cdpCommandData(msg as { method: string }, frame.length) });
       },
       closed(reason: DisconnectReason) {
         if (done) return;
