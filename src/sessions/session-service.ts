@@ -41,6 +41,8 @@ export interface SessionClient {
 export interface PoolLink {
   isIdle(sessionId: string): boolean;
   poolOf(sessionId: string): { id: string; name?: string } | null;
+  /** When the session's current lease began (seconds since the epoch); null when it is not leased from a pool. */
+  leasedSince(sessionId: string): number | null;
   ended(sessionId: string): void;
 }
 
@@ -182,6 +184,8 @@ export class SessionService {
         throw err;
       }
       if (prepared) record.config = { ...record.config, ...prepared.config };
+      // A warm browser runs already: recorded active with its handle at once (one store write, not two).
+      if (warm) Object.assign(record, { status: 'active', runtime: warm.handle });
       await this.deps.repo.insert(record);
       if (telemetry.categories || telemetry.excludedMethods.length) await this.deps.telemetry?.setState(record.id, telemetry);
       await this.deps.telemetry?.open(record.id);
@@ -218,10 +222,11 @@ export class SessionService {
         await this.deps.repo.markUsageReady(record.id);
         throw new InternalError('the browser failed to start; nothing was kept', 'launch_failed');
       }
+      const recorded = record.runtime === handle;
       record.status = 'active';
       record.runtime = handle;
       try {
-        await this.deps.repo.markActive(record.id, handle);
+        if (!recorded) await this.deps.repo.markActive(record.id, handle);
       } catch (err) {
         await this.deps.runtime.stop(record.id, handle);
         throw err;
@@ -295,6 +300,15 @@ export class SessionService {
   liveSession(id: string): { record: SessionRecord; handle: RuntimeHandle } | null {
     const l = this.live.get(id);
     return l && !this.ending.has(id) && !this.pools?.isIdle(id) ? { record: l.record, handle: l.handle } : null;
+  }
+
+  /**
+   * False for a connection token signed before the session's current pool lease began: a
+   * released pool browser is not reachable with an earlier lessee's URLs.
+   */
+  tokenCurrent(id: string, issuedAtSeconds: number | undefined): boolean {
+    const since = this.pools?.leasedSince(id);
+    return since === null || since === undefined || (issuedAtSeconds ?? 0) >= since;
   }
 
   /** Registers an open client connection (activity); returns the function that unregisters it. */
