@@ -152,11 +152,13 @@ describe('CAPTCHA detection without a solver', () => {
     await server?.stop();
   });
 
-  test('stealth session: challenges are detected and reported with solver "none"; nothing is sent', async () => {
+  test('stealth session: challenges are detected and reported with solver "none" (in the tab that existed before the agent too); nothing is sent', async () => {
     const tasksBefore = solver.tasks.length;
     const s = await session(kernel, true);
     try {
-      const page = await s.browser.contexts()[0]!.newPage();
+      // The session's first tab: it was already running when the agent attached (late).
+      const page = s.browser.contexts()[0]!.pages()[0]!;
+      assert.ok(page, 'the session has its first tab');
       await page.goto(`${site.url}/turnstile`);
       const detected = await eventually(async () => (await captchaEvents(kernel, s.id)).find((e) => e.event.type === 'captcha_detected') ?? null, 20_000);
       assert.deepEqual(
