@@ -73,8 +73,7 @@ function figures(name: BenchName, r: Result): string[][] {
       ];
     case 'bidi-connect':
       return [
-        ['BiDi connect (ws open → session answer) p50', f(r.in_process_mapper?.ws_open_to_session_new_reply_ms?.p50, ' ms'), f(r.chromedriver_debugger_address?.ws_open_to_session_status_reply_ms?.p50, ' ms'), '–'],
-        ['BiDi connect, total p50', f(r.in_process_mapper?.total_ms?.p50, ' ms'), f(r.chromedriver_debugger_address?.total_ms?.p50, ' ms'), '–'],
+        ['BiDi connect p50 (browserd: upgrade → session.new answered; ChromeDriver: spawn → POST /session → session.status answered)', f(r.in_process_mapper?.total_ms?.p50, ' ms'), f(r.chromedriver_debugger_address?.total_ms?.p50, ' ms'), f(Math.round((r.in_process_mapper?.total_ms?.p50 / r.chromedriver_debugger_address?.total_ms?.p50) * 1000) / 1000)],
       ];
     case 'create-latency':
       return [
@@ -123,14 +122,26 @@ async function main(): Promise<void> {
   const failed = results.filter((r) => !r.result);
   process.stderr.write(`== ${results.length} benchmarks in ${totalS} s${failed.length ? `; failed: ${failed.map((r) => r.name).join(', ')}` : ''}\n`);
   if (only.length && process.env.BENCH_WRITE !== '1') return;
+  writeResults({ results, started, totalS, machine, loadEnd: os.loadavg() });
+  if (failed.length) process.exitCode = 1;
+}
 
+interface Run {
+  results: { name: BenchName; result: Result | null; seconds: number; error?: string }[];
+  started: Date;
+  totalS: number;
+  machine: Record<string, unknown>;
+  loadEnd: number[];
+}
+
+function writeResults({ results, started, totalS, machine, loadEnd }: Run): void {
   const lines: string[] = [];
   lines.push('# Benchmark results', '');
-  lines.push(`Written by \`npm run bench\` (bench/run-all.ts) on ${started.toISOString()}; ${results.length} benchmarks in ${totalS} s.`);
+  lines.push(`Written by \`npm run bench\` (bench/run-all.ts) on ${started.toISOString()}; ${results.length} benchmarks in ${totalS} s. What each measures: [README.md](README.md).`);
   if (process.env.BENCH_NOTE) lines.push('', `Conditions: ${process.env.BENCH_NOTE}`);
   lines.push('', '## Machine', '', '| | |', '|---|---|');
   lines.push(`| CPU | ${machine.cpu}, ${machine.cpus} cores |`, `| memory | ${machine.memory_gib} GiB |`, `| kernel | ${machine.kernel} |`, `| Node | ${machine.node} |`, `| Chromium | ${machine.chromium} |`);
-  lines.push(`| load average (1, 5, 15 min) | at the start ${(machine.load_average as number[]).join(', ')}; at the end ${os.loadavg().map((l) => l.toFixed(2)).join(', ')} |`);
+  lines.push(`| load average (1, 5, 15 min) | at the start ${(machine.load_average as number[]).join(', ')}; at the end ${loadEnd.map((l) => l.toFixed(2)).join(', ')} |`);
   lines.push('', '## Targets', '', '| benchmark | target | limit | measured | |', '|---|---|---|---|---|');
   for (const r of results) {
     for (const t of (r.result?.targets ?? []) as (TargetCheck & { name: string })[]) {
@@ -155,10 +166,28 @@ async function main(): Promise<void> {
   }
   fs.writeFileSync(path.join(ROOT, 'bench', 'RESULTS.md'), `${lines.join('\n')}\n`);
   process.stderr.write('== wrote bench/RESULTS.md\n');
-  if (failed.length) process.exitCode = 1;
 }
 
-main().catch((err) => {
+/**
+ * BENCH_RENDER=<file>: writes RESULTS.md again from the JSON lines a run printed (same
+ * conditions note via BENCH_NOTE), without running anything.
+ */
+function render(file: string): void {
+  const results = fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { bench: BenchName; seconds: number; error?: string; result: Result | null })
+    .map((l) => ({ name: l.bench, seconds: l.seconds, result: l.result, ...(l.error ? { error: l.error } : {}) }));
+  const first = results.find((r) => r.result?.machine)?.result;
+  const last = [...results].reverse().find((r) => r.result?.machine)?.result;
+  const machine = (first?.machine as Record<string, unknown>) ?? machineInfo();
+  const totalS = Math.round(results.reduce((s, r) => s + r.seconds, 0));
+  const end = fs.statSync(file).mtime;
+  writeResults({ results, started: new Date(end.getTime() - totalS * 1000), totalS, machine, loadEnd: (last?.machine?.load_average as number[]) ?? os.loadavg() });
+}
+
+(process.env.BENCH_RENDER ? Promise.resolve(render(process.env.BENCH_RENDER)) : main()).catch((err) => {
   process.stderr.write(`${String(err)}\n`);
   process.exit(1);
 });
