@@ -8,6 +8,8 @@ export interface SessionClaims {
   sessionId: string;
   channel: Channel;
   readonly: boolean;
+  /** When the token was signed, in seconds since the epoch (set by verify). */
+  issuedAt?: number;
 }
 
 /**
@@ -55,7 +57,7 @@ export class SessionTokens {
       const { payload } = await jwtVerify(token, this.key, { issuer: ISSUER, algorithms: ['HS256'] });
       if (typeof payload.sub !== 'string' || !payload.sub) return { ok: false, reason: 'token names no session' };
       if (payload.ch !== channel) return { ok: false, reason: `token is for the ${String(payload.ch)} channel, not ${channel}` };
-      return { ok: true, claims: { sessionId: payload.sub, channel, readonly: payload.ro === true } };
+      return { ok: true, claims: { sessionId: payload.sub, channel, readonly: payload.ro === true, issuedAt: typeof payload.iat === 'number' ? payload.iat : 0 } };
     } catch (err) {
       if (err instanceof joseErrors.JWTExpired) return { ok: false, reason: 'token expired' };
       return { ok: false, reason: 'invalid token' };

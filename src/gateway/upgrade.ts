@@ -65,6 +65,9 @@ export class Gateway {
     if (!check.ok) return refuse(socket, 401, 'unauthorized', check.reason);
     const live = this.deps.sessions.liveSession(check.claims.sessionId);
     if (!live) return refuse(socket, 404, 'session_not_found', 'the session has ended or does not run on this node');
+    if (!this.deps.sessions.tokenCurrent(live.record.id, check.claims.issuedAt)) {
+      return refuse(socket, 401, 'unauthorized', 'the token was issued for an earlier lease of this pool browser; use the URLs of the current lease');
+    }
     const handler = this.deps.channels[channel];
     if (!handler) return refuse(socket, 501, 'not_implemented', `the ${channel} channel is not available in this browserd version`);
 

@@ -32,6 +32,8 @@ interface Lease {
   baseline: TelemetryState | null;
   /** Release (or its reset) is under way. */
   returning: boolean;
+  /** When the lease began, seconds since the epoch (0: unknown, re-adopted after a restart). */
+  since: number;
 }
 
 interface Waiter {
@@ -93,6 +95,11 @@ export class PoolService implements PoolLink {
     return { id: st.rec.id, ...(st.rec.settings.name !== null ? { name: st.rec.settings.name } : {}) };
   }
 
+  leasedSince(sessionId: string): number | null {
+    const lease = this.memberOf.get(sessionId)?.leased.get(sessionId);
+    return lease ? lease.since : null;
+  }
+
   /** A session ended (deleted, timed out, crashed, released without reuse): forget it and refill. */
   ended(sessionId: string): void {
     const st = this.memberOf.get(sessionId);
@@ -124,7 +131,7 @@ export class PoolService implements PoolLink {
       }
       this.memberOf.set(m.sessionId, st);
       if (m.state === 'idle') st.idle.add(m.sessionId);
-      else st.leased.set(m.sessionId, { watch: null, origins: new Set(), baseline: m.baseline ? (JSON.parse(m.baseline) as TelemetryState) : null, returning: false });
+      else st.leased.set(m.sessionId, { watch: null, origins: new Set(), baseline: m.baseline ? (JSON.parse(m.baseline) as TelemetryState) : null, returning: false, since: 0 });
     }
     for (const st of states.values()) this.schedule(st);
   }
@@ -243,6 +250,8 @@ export class PoolService implements PoolLink {
     }
     if (lease.returning) throw new Conflict(`browser session "${sessionId}" is already being released`, 'not_leased');
     lease.returning = true;
+    // From here no token reaches it: the lessee's connections close and cannot come back during the reset.
+    lease.since = Number.MAX_SAFE_INTEGER;
     lease.watch?.close();
     this.deps.sessions.closeClients(sessionId, 'released to its pool');
     const endpoint = this.endpointOf(sessionId);
@@ -301,7 +310,8 @@ export class PoolService implements PoolLink {
   private handOut(st: PoolState): string {
     const [id] = st.idle;
     st.idle.delete(id!);
-    st.leased.set(id!, { watch: null, origins: new Set(), baseline: null, returning: false });
+    // Tokens signed in this second or later belong to this lease (JWT iat has one-second resolution).
+    st.leased.set(id!, { watch: null, origins: new Set(), baseline: null, returning: false, since: Math.floor(Date.now() / 1000) });
     this.deps.sessions.restartIdleClock(id!);
     return id!;
   }

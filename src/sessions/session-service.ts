@@ -41,6 +41,8 @@ export interface SessionClient {
 export interface PoolLink {
   isIdle(sessionId: string): boolean;
   poolOf(sessionId: string): { id: string; name?: string } | null;
+  /** When the session's current lease began (seconds since the epoch); null when it is not leased from a pool. */
+  leasedSince(sessionId: string): number | null;
   ended(sessionId: string): void;
 }
 
@@ -298,6 +300,15 @@ export class SessionService {
   liveSession(id: string): { record: SessionRecord; handle: RuntimeHandle } | null {
     const l = this.live.get(id);
     return l && !this.ending.has(id) && !this.pools?.isIdle(id) ? { record: l.record, handle: l.handle } : null;
+  }
+
+  /**
+   * False for a connection token signed before the session's current pool lease began: a
+   * released pool browser is not reachable with an earlier lessee's URLs.
+   */
+  tokenCurrent(id: string, issuedAtSeconds: number | undefined): boolean {
+    const since = this.pools?.leasedSince(id);
+    return since === null || since === undefined || (issuedAtSeconds ?? 0) >= since;
   }
 
   /** Registers an open client connection (activity); returns the function that unregisters it. */

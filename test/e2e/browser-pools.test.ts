@@ -4,6 +4,7 @@ import http from 'node:http';
 import { after, before, test } from 'node:test';
 import Kernel from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
 import { startServer, type TestServer } from '../helpers/server.js';
 
 /**
@@ -64,6 +65,22 @@ async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined |
 }
 
 const available = (pool: string, n: number) => waitFor(`${n} available browser(s) in ${pool}`, async () => (await kernel.browserPools.retrieve(pool)).available_count === n);
+
+/** The status a websocket upgrade to `url` gets (101 when it opens). */
+function upgradeStatus(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    ws.once('open', () => {
+      ws.close();
+      resolve(101);
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    });
+    ws.once('error', reject);
+  });
+}
 
 async function listBrowsers(): Promise<Json[]> {
   const r = await call('GET', '/browsers');
@@ -167,6 +184,9 @@ test('a pool: create, get, list; acquire (pool ref, CDP works), 204 when all are
   const second = await waitingFirst;
   assert.equal(await waitingSecond, null);
   assert.ok(second);
+  // The first lessee's URL does not reach the browser during the next lease; the new one does.
+  assert.equal(await upgradeStatus(first.cdp_ws_url), 401);
+  assert.equal(await upgradeStatus(second.cdp_ws_url), 101);
   assert.equal(second.session_id, first.session_id, 'reuse hands out the same browser');
   assert.equal(second.name, undefined, 'the lease name is cleared');
   assert.equal(second.tags, undefined, 'the lease tags are cleared');

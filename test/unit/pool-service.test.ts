@@ -120,6 +120,10 @@ describe('pool service', () => {
     assert.ok(first);
     assert.deepEqual(first.pool, { id: (await pools.get(principal, 'fifo')).id, name: 'fifo' });
     assert.equal(pools.isIdle(first.session_id as string), false);
+    // Tokens signed from the lease's second on belong to it; an idle or unknown browser has no lease.
+    const since = pools.leasedSince(first.session_id as string);
+    assert.ok(since !== null && since <= Math.floor(Date.now() / 1000) && since > Math.floor(Date.now() / 1000) - 60);
+    assert.equal(pools.leasedSince('nobody'), null);
     assert.equal(await pools.acquire(principal, 'fifo', { acquire_timeout_seconds: 0 }), null);
 
     const b = pools.acquire(principal, 'fifo', { acquire_timeout_seconds: 10 });
