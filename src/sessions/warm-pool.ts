@@ -9,8 +9,8 @@ import type { BrowserRuntime, RuntimeHandle } from '../runtime/browser-runtime.j
 import { CdpClient } from '../runtime/cdp-client.js';
 
 /** browserd's own CDP connection to a warm browser, opened at launch so the hand-out needs no round trip to set up. */
-interface WarmCdp {
-  client: CdpClient;
+export interface WarmCdp {
+  client: Pick<CdpClient, 'send' | 'close'>;
   /** Flat session of the first tab (start_url is navigated there). */
   pageSession: string;
   windowId: number;
@@ -44,6 +44,8 @@ export interface WarmPoolDeps {
   log: Logger;
   /** CPU busy fraction (0..1) of the machine over a short window; default: /proc/stat. */
   cpuBusy?: () => Promise<number>;
+  /** Opens browserd's CDP connection to a launched warm browser; default: over its DevTools port (tests pass a fake). */
+  connect?: (h: RuntimeHandle, headless: boolean) => Promise<WarmCdp>;
 }
 
 /** Above this CPU busy fraction a refill launch waits (up to MAX_LOAD_WAIT_GAPS gaps). */
@@ -281,7 +283,7 @@ export class WarmPool {
         memoryBytes: this.deps.memoryEnforced ? shape.memoryBytes : null,
         proxy: bridgePort === null ? null : { server: `http://127.0.0.1:${bridgePort}`, bypassList: chromiumBypassList(undefined) },
       });
-      const cdp = await connectCdp(handle, shape.headless);
+      const cdp = await (this.deps.connect ?? connectCdp)(handle, shape.headless);
       const w: WarmBrowser = { id, kind, handle, bridgePort, launchedAt: Date.now(), cdp };
       this.failures = 0;
       if (this.stopped) {
