@@ -91,6 +91,13 @@ export const SITEKEYS = {
   turnstile: '1x00000000000000000000AA',
 } as const;
 
+/** Sitekeys of the /frames page, known only from frame URLs. */
+export const FRAME_SITEKEYS = {
+  recaptcha_v2: '6LdFrameKeyAAAAAA-recaptcha_v2_frame000',
+  hcaptcha: 'a5f74b19-9e45-40e0-b45d-47ff91b7a6c2',
+  turnstile: '0x4AAAAAAAFrameKey_Turnstile',
+} as const;
+
 /** A form submitted to the widget site. */
 export interface Submission {
   page: string;
@@ -174,6 +181,11 @@ function sendForm() {
   w.setAttribute('data-callback', 'onCaptcha');
   document.getElementById('f').appendChild(w);
 }, 300);</script>`,
+    // Widgets known only by the frames their scripts draw (the frame URLs of the real widgets; unreachable here).
+    '/frames': () => `<!doctype html><title>frames</title>
+<iframe title="reCAPTCHA" src="https://www.google.com/recaptcha/api2/anchor?ar=1&k=${FRAME_SITEKEYS.recaptcha_v2}&co=aHR0cDovL2E6ODA.&hl=en&v=abc&size=normal&cb=x1"></iframe>
+<iframe title="hCaptcha" src="https://newassets.hcaptcha.com/captcha/v1/0a1b2c/static/hcaptcha.html#frame=checkbox&id=0x1&host=127.0.0.1&sentry=true&sitekey=${FRAME_SITEKEYS.hcaptcha}"></iframe>
+<iframe title="Turnstile" src="https://challenges.cloudflare.com/cdn-cgi/challenge-platform/h/b/turnstile/if/ov2/av0/rcv0/0/x7k2p/${FRAME_SITEKEYS.turnstile}/light/fbE/normal/auto/"></iframe>`,
     '/plain': () => '<!doctype html><title>plain</title><p>no challenge here</p>',
   };
   const server = http.createServer((req, res) => {

@@ -12,7 +12,7 @@ import { chromiumArgs } from '../../src/runtime/chromium-args.js';
 import { terminateGroup } from '../../src/runtime/processes.js';
 import { TargetAgent } from '../../src/runtime/target-agent.js';
 import type { TelemetryEvent } from '../../src/telemetry/telemetry-events.js';
-import { SITEKEYS, startLocalSolver, startWidgetSite, type LocalSolver, type WidgetSite } from '../helpers/captcha-solver.js';
+import { FRAME_SITEKEYS, SITEKEYS, startLocalSolver, startWidgetSite, type LocalSolver, type WidgetSite } from '../helpers/captcha-solver.js';
 import { eventually } from '../helpers/server.js';
 
 type Emitted = Omit<TelemetryEvent, 'ts'>;
@@ -162,6 +162,24 @@ describe('CAPTCHA hook: detection in an isolated world, solving, token placement
     assert.equal(result!.data!.error_code, 'ERROR_CAPTCHA_UNSOLVABLE');
     assert.ok(result!.data!.task_id);
     assert.equal(await page.evaluate(() => document.querySelectorAll('[name="h-captcha-response"]').length), 0);
+    await page.close();
+  });
+
+  test("widgets known only by their frames' URLs: reCAPTCHA anchor (k=), hCaptcha (sitekey= in the fragment), Turnstile (key in the path)", async () => {
+    const page = await newPage();
+    await page.goto(`${site.url}/frames`);
+    const found = await eventually(() => {
+      const d = events.filter((e) => e.type === 'captcha_detected' && e.data?.website_path === '/frames');
+      return d.length >= 3 ? d : null;
+    }, 15_000);
+    assert.deepEqual(
+      found!.map((e) => [e.data!.captcha_type, e.data!.sitekey, e.data!.signal]).sort(),
+      [
+        ['hcaptcha', FRAME_SITEKEYS.hcaptcha, 'iframe'],
+        ['recaptcha_v2', FRAME_SITEKEYS.recaptcha_v2, 'iframe'],
+        ['turnstile', FRAME_SITEKEYS.turnstile, 'iframe'],
+      ],
+    );
     await page.close();
   });
 });
