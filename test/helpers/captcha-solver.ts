@@ -21,9 +21,10 @@ export interface LocalSolver {
  * style): createTask checks `clientKey` and answers `{errorId: 0, taskId}`; getTaskResult
  * answers `processing` `processingPolls` times, then `ready` with the token in
  * `solution.gRecaptchaResponse` (reCAPTCHA, hCaptcha) or `solution.token` (Turnstile).
- * `failWith(task)` may name an errorCode to answer a task's result with instead.
+ * `failWith(task)` may name an errorCode to answer a task's result with instead; while
+ * `hold(task)` is true the task stays `processing`.
  */
-export async function startLocalSolver(opts: { key?: string; processingPolls?: number; failWith?: (t: ReceivedTask) => string | null } = {}): Promise<LocalSolver> {
+export async function startLocalSolver(opts: { key?: string; processingPolls?: number; failWith?: (t: ReceivedTask) => string | null; hold?: (t: ReceivedTask) => boolean } = {}): Promise<LocalSolver> {
   const key = opts.key ?? `solver-${crypto.randomBytes(8).toString('hex')}`;
   const processingPolls = opts.processingPolls ?? 1;
   const tasks: LocalSolver['tasks'] = [];
@@ -58,7 +59,7 @@ export async function startLocalSolver(opts: { key?: string; processingPolls?: n
         const t = tasks.find((x) => x.id === msg.taskId);
         if (!t) return send({ errorId: 16, errorCode: 'ERROR_NO_SUCH_CAPCHA_ID', errorDescription: 'Task you are requesting does not exist' });
         t.polls++;
-        if (t.polls <= processingPolls) return send({ errorId: 0, status: 'processing' });
+        if (t.polls <= processingPolls || opts.hold?.(t.task)) return send({ errorId: 0, status: 'processing' });
         const fail = opts.failWith?.(t.task);
         if (fail) return send({ errorId: 12, errorCode: fail, errorDescription: 'Captcha could not be solved by 5 different workers' });
         const solution = t.task.type.startsWith('Turnstile') ? { token: t.token, userAgent: 'Mozilla/5.0' } : { gRecaptchaResponse: t.token };

@@ -26,11 +26,12 @@ describe('CAPTCHA hook: detection in an isolated world, solving, token placement
   let site: WidgetSite;
   let solver: LocalSolver;
   const events: Emitted[] = [];
+  let holding = true;
 
   before(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'captcha-hook-'));
     site = await startWidgetSite();
-    solver = await startLocalSolver({ processingPolls: 1, failWith: (t) => (t.websiteURL.includes('unsolvable') ? 'ERROR_CAPTCHA_UNSOLVABLE' : null) });
+    solver = await startLocalSolver({ processingPolls: 1, failWith: (t) => (t.websiteURL.includes('unsolvable') ? 'ERROR_CAPTCHA_UNSOLVABLE' : null), hold: (t) => holding && t.websiteURL.includes('hold') });
     const args = chromiumArgs({ userDataDir: path.join(dir, 'profile'), headless: true, kioskMode: false, width: 800, height: 600, startUrl: null });
     child = spawn('/usr/lib/chromium/chromium', [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), ...args], { detached: true, stdio: 'ignore' });
     const portFile = path.join(dir, 'profile', 'DevToolsActivePort');
@@ -180,6 +181,26 @@ describe('CAPTCHA hook: detection in an isolated world, solving, token placement
         ['turnstile', FRAME_SITEKEYS.turnstile, 'iframe'],
       ],
     );
+    await page.close();
+  });
+
+  test("a solve in progress holds nothing back: the widget's page has loaded, and the client's commands and navigations run meanwhile", async () => {
+    const page = await newPage();
+    // goto waits for the load event: the page ran while its challenge went to the solver.
+    await page.goto(`${site.url}/turnstile?hold=1`);
+    const started = await eventually(() => events.find((e) => e.type === 'captcha_solve_started' && String(solver.tasks.find((t) => String(t.id) === e.data?.task_id)?.task.websiteURL).includes('hold')) ?? null, 15_000);
+    const id = started!.data!.challenge_id;
+    const other = await newPage();
+    await other.goto(`${site.url}/plain`);
+    assert.equal(await other.evaluate(() => document.title), 'plain');
+    assert.equal(await page.evaluate(() => document.title), 'Turnstile');
+    assert.equal(events.some((e) => e.type === 'captcha_solve_result' && e.data?.challenge_id === id), false, 'the solver is still working');
+    const sentBefore = site.submissions.length;
+    holding = false;
+    const result = await eventually(() => events.find((e) => e.type === 'captcha_solve_result' && e.data?.challenge_id === id) ?? null, 15_000);
+    assert.equal(result!.data!.status, 'success');
+    await eventually(() => (site.submissions.length > sentBefore ? true : null), 15_000);
+    await other.close();
     await page.close();
   });
 });
