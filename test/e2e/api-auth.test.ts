@@ -177,7 +177,8 @@ test('/healthz, /readyz and /openapi.json need no key (and ignore a bad one)', a
     assert.deepEqual(await h.json(), { status: 'ok' });
     const r = await fetch(`${server.url}/readyz`, { headers });
     assert.equal(r.status, 200, await r.clone().text());
-    assert.deepEqual(await r.json(), { status: 'ready' });
+    // `warm`: this server runs without a warm pool (the test helper's default).
+    assert.deepEqual(await r.json(), { status: 'ready', warm: { headless: 0, headful: 0 } });
     const o = await fetch(`${server.url}/openapi.json`, { headers });
     assert.equal(o.status, 200);
     const doc = (await o.json()) as { openapi: string; paths: Record<string, unknown> };
