@@ -248,8 +248,24 @@ test('flush ends idle browsers and the pool refills; update replaces the configu
   // Updates are validated like creation.
   await assert.rejects(kernel.browserPools.update('pool-b', { telemetry: { export: {} } } as never), (e: unknown) => e instanceof Kernel.BadRequestError);
 
-  const leased = await kernel.browserPools.acquire('pool-b', {});
-  assert.ok(leased);
+  // A lease's start_url and telemetry override; the telemetry goes back to the pool's (none) on release.
+  const withUrl = await kernel.browserPools.acquire('pool-b', { start_url: `${site.origin}/read`, telemetry: { enabled: true } });
+  assert.ok(withUrl);
+  assert.equal(withUrl.telemetry?.browser?.control?.enabled, true);
+  const b = await chromium.connectOverCDP(withUrl.cdp_ws_url);
+  try {
+    await waitFor('the first tab at start_url', async () => b.contexts()[0]!.pages().some((p) => p.url() === `${site.origin}/read`), 15_000);
+  } finally {
+    await b.close();
+  }
+  await kernel.browserPools.release('pool-b', { session_id: withUrl.session_id });
+  const both = [await kernel.browserPools.acquire('pool-b', {}), await kernel.browserPools.acquire('pool-b', {})];
+  const again = both.find((x) => x?.session_id === withUrl.session_id);
+  assert.ok(again, 'the released browser is leased again');
+  assert.equal(again.telemetry, null);
+  await kernel.browserPools.release('pool-b', { session_id: both.find((x) => x !== again)!.session_id });
+
+  const leased = again;
   await assert.rejects(kernel.browserPools.delete('pool-b'), (e: unknown) => e instanceof Kernel.ConflictError);
   await kernel.browserPools.delete('pool-b', { force: true });
   assert.ok(await isDeleted(leased.session_id), 'the leased browser was ended');
