@@ -10,7 +10,11 @@ export class SqliteEventWriter {
   private failed: Error | null = null;
 
   constructor(file: string) {
-    this.worker = new Worker(new URL('./event-writer-worker.js', import.meta.url), { workerData: { file } });
+    // Run from source (tests under tsx), the thread loads the .ts module through tsx's loader, registered in the thread.
+    if (import.meta.url.endsWith('.ts')) {
+      const source = new URL('./event-writer-worker.ts', import.meta.url).href;
+      this.worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(source)}); })`, { eval: true, workerData: { file } });
+    } else this.worker = new Worker(new URL('./event-writer-worker.js', import.meta.url), { workerData: { file } });
     this.worker.unref();
     this.worker.on('message', (m: { id: number; error?: string }) => {
       const w = this.waiting.get(m.id);
@@ -25,6 +29,11 @@ export class SqliteEventWriter {
     };
     this.worker.on('error', fail);
     this.worker.on('exit', () => fail(new Error('the telemetry writer thread exited')));
+  }
+
+  /** The writer thread died (the caller then writes through its own connection). */
+  get broken(): boolean {
+    return this.failed !== null;
   }
 
   private call(msg: { rows?: EventRow[]; close?: boolean }): Promise<void> {

@@ -58,9 +58,14 @@ export class TelemetryRepo {
   }
 
   async insertEvents(rows: { sessionId: string; seq: number; event: TelemetryEvent }[]): Promise<void> {
-    if (this.writer) {
-      await this.writer.write(rows.map((r) => [r.sessionId, r.seq, r.event.ts, r.event.category, r.event.type, JSON.stringify(r.event)]));
-      return;
+    if (this.writer && !this.writer.broken) {
+      try {
+        await this.writer.write(rows.map((r) => [r.sessionId, r.seq, r.event.ts, r.event.category, r.event.type, JSON.stringify(r.event)]));
+        return;
+      } catch (err) {
+        // A dead writer thread: these rows and the next go through the main connection. A failed statement is the caller's error.
+        if (!this.writer.broken) throw err;
+      }
     }
     // Chunks keep each statement under SQLite's bound-parameter limit (6 per row).
     for (let i = 0; i < rows.length; i += 500) {

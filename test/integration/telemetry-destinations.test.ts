@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openStore, type Store } from '../../src/store/database.js';
 import { Accounts } from '../../src/accounts/accounts.js';
-import { DestinationRepo } from '../../src/telemetry/telemetry-repo.js';
+import { DestinationRepo, TelemetryRepo } from '../../src/telemetry/telemetry-repo.js';
 import { LocalKeyEncryptionKey } from '../../src/vaults/kek.js';
 import { newId } from '../../src/domain/ids.js';
 import type { StoreConfig } from '../../src/config.js';
@@ -105,3 +105,33 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('telemetry events through the SQLite writer thread', () => {
+  test('rows written by the thread are read back through the main connection, in order; a dead thread falls back to the main connection', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'browserd-writer-'));
+    const file = path.join(dir, 'browserd.sqlite');
+    const store = await openStore({ kind: 'sqlite', file });
+    const repo = new TelemetryRepo(store.db, file);
+    try {
+      const ev = (seq: number) => ({ sessionId: 's1', seq, event: { category: 'control' as const, type: 'cdp_command', ts: 1_000_000 + seq, source: { kind: 'kernel_api' as const }, data: { n: seq } } });
+      const writer = (repo as unknown as { writer: { broken: boolean; worker: { terminate(): Promise<number> } } }).writer;
+      await repo.insertEvents(Array.from({ length: 1200 }, (_, i) => ev(i + 1)));
+      assert.equal(writer.broken, false, 'the rows went through the thread');
+      const page = await repo.events({ sessionId: 's1', order: 'asc', limit: 1000 });
+      assert.equal(page.items.length, 1000);
+      assert.equal(page.hasMore, true);
+      assert.deepEqual(page.items.slice(0, 3).map((e) => e.seq), [1, 2, 3]);
+      assert.deepEqual(page.items[0]!.event.data, { n: 1 });
+      assert.equal(await repo.lastSeq('s1'), 1200);
+      // The thread dies: writes go on through the main connection.
+      await writer.worker.terminate();
+      await repo.insertEvents([ev(1201)]);
+      assert.equal(writer.broken, true);
+      assert.equal(await repo.lastSeq('s1'), 1201);
+    } finally {
+      await repo.close();
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
