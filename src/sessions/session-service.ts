@@ -137,11 +137,16 @@ export class SessionService {
     if (!this.deps.config.regions.includes(r.region)) {
       throw new CapacityExhausted(`no node serves region ${r.region}; this node serves ${this.deps.config.regions.join(', ')}`);
     }
+    const full = () => new CapacityExhausted(`this node is at its capacity of ${this.deps.config.maxSessions} sessions; retry later`);
+    if (this.activeCount >= this.deps.config.maxSessions) throw full();
+    // Warm start: an eligible request takes a pre-launched browser, whose id the session gets
+    // (or the one being launched, rather than starting a second launch next to it).
+    let warm = await this.takeWarm(req, r);
+    // Checked again after that wait, and from here to holding the slot nothing waits.
     if (this.activeCount >= this.deps.config.maxSessions) {
-      throw new CapacityExhausted(`this node is at its capacity of ${this.deps.config.maxSessions} sessions; retry later`);
+      if (warm) this.deps.warm?.giveBack(warm);
+      throw full();
     }
-    // Warm start: an eligible request takes a pre-launched browser, whose id the session gets.
-    let warm = this.takeWarm(req, r);
     const fromWarm = warm !== null;
     const now = nowIso();
     const record: SessionRecord = {
@@ -459,14 +464,14 @@ export class SessionService {
   }
 
   /** A warm browser for this request when it is eligible and one is ready (see domain/warm-eligibility). */
-  private takeWarm(req: BrowserCreateRequest, r: ResolvedCreate): WarmBrowser | null {
+  private async takeWarm(req: BrowserCreateRequest, r: ResolvedCreate): Promise<WarmBrowser | null> {
     if (!this.deps.warm) return null;
     const d = warmDecision(req, r);
     if (!d.warm) {
       this.deps.log.debug({ reason: d.reason }, 'launching fresh: not eligible for a warm browser');
       return null;
     }
-    return this.deps.warm.take(d.kind);
+    return this.deps.warm.takeOrAwait(d.kind);
   }
 
   /** Hands out the warm browser taken for the session (a fresh launch when it does not take the changes), else launches. */

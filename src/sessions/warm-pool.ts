@@ -71,6 +71,8 @@ const CHECK_MS = 2_000;
 export class WarmPool {
   private readonly ready: Record<WarmKind, WarmBrowser[]> = { headless: [], headful: [] };
   private launching: WarmKind | null = null;
+  /** A request waiting for the launch in progress (at most one: the others launch fresh). */
+  private waiter: { kind: WarmKind; resolve: (w: WarmBrowser | null) => void } | null = null;
   private sessionLaunches = 0;
   private lastLaunchStart = 0;
   private failures = 0;
@@ -111,6 +113,26 @@ export class WarmPool {
     }
     this.kick();
     return found;
+  }
+
+  /**
+   * take(), or, when none is ready but one of the kind is being launched, that one as soon
+   * as it is up (null if its launch fails): a request that would launch fresh never starts a
+   * second launch next to a refill that is already ahead of it. One request at a time waits.
+   */
+  async takeOrAwait(kind: WarmKind): Promise<WarmBrowser | null> {
+    const ready = this.take(kind);
+    if (ready || this.launching !== kind || this.waiter || this.stopped) return ready;
+    return new Promise((resolve) => (this.waiter = { kind, resolve }));
+  }
+
+  /** Hands a browser just launched (or null: the launch failed) to the request waiting for it; false when none waits. */
+  private handToWaiter(kind: WarmKind, w: WarmBrowser | null): boolean {
+    const waiting = this.waiter;
+    if (!waiting || waiting.kind !== kind) return false;
+    this.waiter = null;
+    waiting.resolve(w);
+    return true;
   }
 
   /** A taken browser that was not used (the request failed before anything changed it): ready again. */
@@ -287,7 +309,12 @@ export class WarmPool {
       const w: WarmBrowser = { id, kind, handle, bridgePort, launchedAt: Date.now(), cdp };
       this.failures = 0;
       if (this.stopped) {
+        this.handToWaiter(kind, null);
         await this.discard(w, { closeBridge: true, reason: 'server_shutdown' });
+        return;
+      }
+      if (this.handToWaiter(kind, w)) {
+        this.deps.log.info({ warm_id: id, kind, pid: handle.chromium.pid }, 'warm browser handed out as soon as it was up');
         return;
       }
       this.ready[kind].push(w);
@@ -295,6 +322,7 @@ export class WarmPool {
     } catch (err) {
       this.failures++;
       this.deps.log.warn({ warm_id: id, kind, err: String(err), failures: this.failures }, 'warm browser launch failed');
+      this.handToWaiter(kind, null);
       if (handle) await this.deps.runtime.stop(id, handle).catch(() => undefined);
       await this.deps.bridges?.close(id);
     } finally {

@@ -21,6 +21,8 @@ class FakeRuntime {
   maxInFlight = 0;
   /** When set, launches wait for it. */
   gate: Promise<void> | null = null;
+  /** When set, launches fail (after the gate). */
+  fail = false;
   private pid = 1000;
 
   async launch(spec: LaunchSpec): Promise<RuntimeHandle> {
@@ -29,6 +31,7 @@ class FakeRuntime {
     try {
       if (this.gate) await this.gate;
       await new Promise((r) => setTimeout(r, 2));
+      if (this.fail) throw new Error('launch failed');
       this.launches.push(spec);
       return { dir: `/fake/${spec.sessionId}`, chromium: { pid: this.pid++, port: 9222, wsPath: `/devtools/browser/${spec.sessionId}` }, display: null };
     } finally {
@@ -178,6 +181,47 @@ describe('WarmPool take, giveBack, discard', () => {
     await p.shutdown();
     p.giveBack(w);
     await until(() => runtime.stopped.includes(w.id), 'ended when given back after shutdown');
+  });
+});
+
+describe('WarmPool takeOrAwait', () => {
+  test('none ready but one of the kind launching: the request gets that one when it is up; a second request does not wait', async () => {
+    const { pool: p, runtime } = pool({ sizes: { headless: 1, headful: 0 } });
+    let open!: () => void;
+    runtime.gate = new Promise<void>((r) => (open = r));
+    p.start();
+    await until(() => runtime.inFlight === 1, 'the first launch is in progress');
+    assert.equal(await p.takeOrAwait('headful'), null, 'another kind does not wait');
+    const waiting = p.takeOrAwait('headless');
+    assert.equal(await p.takeOrAwait('headless'), null, 'only one request waits for a launch');
+    runtime.gate = null;
+    open();
+    const w = await waiting;
+    assert.ok(w, 'the waiting request got the browser');
+    assert.equal(w.id, runtime.launches[0]!.sessionId);
+    await until(() => p.counts().headless === 1 && runtime.launches.length === 2, 'the pool refills for itself');
+    await p.shutdown();
+  });
+
+  test('the launch fails: the waiting request gets null (and launches fresh)', async () => {
+    const { pool: p, runtime } = pool({ sizes: { headless: 1, headful: 0 } });
+    let open!: () => void;
+    runtime.gate = new Promise<void>((r) => (open = r));
+    runtime.fail = true;
+    p.start();
+    await until(() => runtime.inFlight === 1, 'a launch in progress');
+    const waiting = p.takeOrAwait('headless');
+    open();
+    assert.equal(await waiting, null);
+    await p.shutdown();
+  });
+
+  test('a ready browser is taken at once', async () => {
+    const { pool: p } = pool({ sizes: { headless: 1, headful: 0 } });
+    p.start();
+    await until(() => p.counts().headless === 1, 'full');
+    assert.ok(await p.takeOrAwait('headless'));
+    await p.shutdown();
   });
 });
 
