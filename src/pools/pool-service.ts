@@ -46,8 +46,9 @@ interface PoolState {
   /** Available browsers, longest idle first. */
   idle: Set<string>;
   leased: Map<string, Lease>;
-  /** Launches under way (one at a time, paced by the fill rate). */
+  /** Launches under way (one at a time, paced by the fill rate) and the one running. */
   filling: number;
+  launch: Promise<void> | null;
   lastLaunchMs: number;
   timer: NodeJS.Timeout | null;
   /** Why the last launch failed; cleared by the next success. */
@@ -198,10 +199,11 @@ export class PoolService implements PoolLink {
     if (st.timer) clearTimeout(st.timer);
     st.timer = null;
     for (const w of st.waiters.splice(0)) w.resolve(null);
+    // A launch under way finishes first (it ends its browser when it sees the pool deleted).
+    await st.launch;
     const all = [...st.idle, ...st.leased.keys()];
     st.idle.clear();
     await Promise.allSettled(all.map((id) => this.deps.sessions.end(id, 'deleted')));
-    await this.drain();
     await this.deps.repo.delete(st.rec.id);
     this.pools.delete(st.rec.id);
     this.deps.log.info({ pool_id: st.rec.id, ended: all.length }, 'browser pool deleted');
@@ -380,7 +382,9 @@ export class PoolService implements PoolLink {
       st.timer.unref();
       return;
     }
-    this.track(this.launchOne(st));
+    const job = this.launchOne(st);
+    st.launch = job;
+    this.track(job);
   }
 
   private async launchOne(st: PoolState): Promise<void> {
@@ -405,6 +409,7 @@ export class PoolService implements PoolLink {
       if (id) await this.deps.sessions.end(id, 'launch_failed').catch(() => undefined);
     } finally {
       st.filling--;
+      st.launch = null;
       this.schedule(st);
     }
   }
@@ -418,7 +423,7 @@ export class PoolService implements PoolLink {
   // ---- helpers -----------------------------------------------------------------------
 
   private stateOf(rec: PoolRecord): PoolState {
-    const st: PoolState = { rec, idle: new Set(), leased: new Map(), filling: 0, lastLaunchMs: 0, timer: null, fillError: null, waiters: [], deleted: false };
+    const st: PoolState = { rec, idle: new Set(), leased: new Map(), filling: 0, launch: null, lastLaunchMs: 0, timer: null, fillError: null, waiters: [], deleted: false };
     this.pools.set(rec.id, st);
     return st;
   }
