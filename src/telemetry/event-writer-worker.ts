@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import BetterSqlite3 from 'better-sqlite3';
 
-type Row = { sessionId: string; seq: number; event: { ts: number; category: string; type: string } };
+type Row = [sessionId: string, seq: number, ts: number, category: string, type: string, event: string];
 
 const db = new BetterSqlite3((workerData as { file: string }).file);
 db.pragma('journal_mode = WAL');
@@ -15,7 +15,7 @@ db.pragma('synchronous = FULL');
 db.pragma('busy_timeout = 5000');
 const insert = db.prepare('INSERT INTO telemetry_events (session_id, seq, ts, category, type, event) VALUES (?, ?, ?, ?, ?, ?)');
 const batch = db.transaction((rows: Row[]) => {
-  for (const r of rows) insert.run(r.sessionId, r.seq, r.event.ts, r.event.category, r.event.type, JSON.stringify(r.event));
+  for (const r of rows) insert.run(r);
 });
 
 parentPort!.on('message', (m: { id: number; rows?: Row[]; close?: boolean }) => {

@@ -1,11 +1,6 @@
 import { Worker } from 'node:worker_threads';
 
-/** A row to insert: the event object is serialised by the thread. */
-export interface EventRow {
-  sessionId: string;
-  seq: number;
-  event: { ts: number; category: string; type: string };
-}
+export type EventRow = [sessionId: string, seq: number, ts: number, category: string, type: string, event: string];
 
 /** Hands batches of event rows to the SQLite writer thread (event-writer-worker.ts); each write resolves once committed. */
 export class SqliteEventWriter {

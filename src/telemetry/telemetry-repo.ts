@@ -60,8 +60,7 @@ export class TelemetryRepo {
   async insertEvents(rows: { sessionId: string; seq: number; event: TelemetryEvent }[]): Promise<void> {
     if (this.writer && !this.writer.broken) {
       try {
-        // The thread serialises the events: structured cloning them costs the relay's thread less than JSON.stringify.
-        await this.writer.write(rows);
+        await this.writer.write(rows.map((r) => [r.sessionId, r.seq, r.event.ts, r.event.category, r.event.type, JSON.stringify(r.event)]));
         return;
       } catch (err) {
         // A dead writer thread: these rows and the next go through the main connection. A failed statement is the caller's error.
