@@ -48,10 +48,10 @@ import { openStore, type Store } from './store/database.js';
 import { TelemetryRepo } from './telemetry/telemetry-repo.js';
 import { TelemetryService } from './telemetry/telemetry-service.js';
 import { SessionAgents } from './sessions/session-agents.js';
-import { CaptchaService } from './captcha/captcha-service.js';
-import { SolverClient } from './captcha/solver-client.js';
 import { stealthFingerprintOf } from './stealth/chromium-version.js';
 import { StealthProvider } from './stealth/stealth-hooks.js';
+import { CaptchaService } from './captcha/captcha-service.js';
+import { SolverClient } from './captcha/solver-client.js';
 import { WarmPool } from './sessions/warm-pool.js';
 import { VaultService } from './vaults/vault-service.js';
 
@@ -123,11 +123,11 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   // SQLite: events are written by a thread of their own, so bursts of them never stall the CDP relay.
   const telemetryRepo = new TelemetryRepo(store.db, cfg.store.kind === 'sqlite' ? cfg.store.file : undefined);
   const agents = new SessionAgents(log);
-  // CAPTCHA detection (and solving, with a solver configured) in stealth sessions: docs/captcha.md.
-  agents.provide(new CaptchaService({ solver: cfg.captchaSolver ? new SolverClient(cfg.captchaSolver) : null, emit: (id, e) => void telemetry.emit(id, e), log: log.child({ component: 'captcha' }) }));
   // Stealth mode's fingerprint in every target of stealth sessions: docs/stealth.md.
   agents.provide(new StealthProvider(() => stealthFingerprintOf(cfg.chromiumPath), log.child({ component: 'stealth' })));
   const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs, kek });
+  // CAPTCHA detection (and solving, with a solver configured) in stealth sessions: docs/captcha.md.
+  agents.provide(new CaptchaService({ solver: cfg.captchaSolver ? new SolverClient(cfg.captchaSolver) : null, emit: (id, e) => void telemetry.emit(id, e), log: log.child({ component: 'captcha' }) }));
   // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.
   const warm = new WarmPool({
     runtime,
