@@ -11,8 +11,9 @@
  *   count Chromium's 300 MB binary once per process) summed over every process of each
  *   session's browser (the browser process and its descendants: zygotes, renderers, GPU and
  *   utility processes), once the machine is quiet.
- * - browserd's own memory per session: (server RSS with N held − with none) / N, where "none"
- *   is the larger of before and after (samples are medians over 2 s; the heap moves); PSS too.
+ * - browserd's own memory per session: (server anonymous RSS with N held − with none) / N,
+ *   where "none" is the larger of before and after (samples are medians over 2 s; the heap
+ *   moves); RSS and PSS too (they drop when the kernel evicts the server's code pages).
  * - Launch latency: the median of BENCH_PROBES creates (each deleted again) with no session
  *   held, and again with N held. Baseline for the N+1th launch: the first.
  * - The machine must have room: with less than N × 200 MiB + 2 GiB available, N is lowered,
@@ -20,7 +21,7 @@
  */
 import Kernel from '@onkernel/sdk';
 import { performance } from 'node:perf_hooks';
-import { childrenMap, median, memAvailable, MiB, mib, pssBytes, rssBytes, serverBrowsers, sleep, summary, treePss, waitQuiet } from './lib/proc.js';
+import { childrenMap, median, memAvailable, MiB, mib, pssBytes, rssAnonBytes, rssBytes, serverBrowsers, sleep, summary, treePss, waitQuiet } from './lib/proc.js';
 import { ratio, runBench, target } from './lib/report.js';
 import { benchServer } from './lib/server.js';
 
@@ -31,16 +32,18 @@ const PER_SESSION_ROOM = 200 * MiB;
 /** Filling stops early when the machine's available memory falls below this (other work shares it). */
 const FLOOR = 1536 * MiB;
 
-/** The server's RSS and PSS: the median of 5 samples over 2 s (its heap moves). */
-async function serverMemory(pid: number): Promise<{ rss: number; pss: number }> {
+/** The server's RSS, anonymous RSS and PSS: the median of 5 samples over 2 s (its heap moves). */
+async function serverMemory(pid: number): Promise<{ rss: number; anon: number; pss: number }> {
   const rss: number[] = [];
+  const anon: number[] = [];
   const pss: number[] = [];
   for (let i = 0; i < 5; i++) {
     if (i) await sleep(500);
     rss.push(rssBytes(pid));
+    anon.push(rssAnonBytes(pid));
     pss.push(pssBytes(pid));
   }
-  return { rss: median(rss), pss: median(pss) };
+  return { rss: median(rss), anon: median(anon), pss: median(pss) };
 }
 
 async function main(): Promise<Record<string, unknown>> {
@@ -119,9 +122,10 @@ async function main(): Promise<Record<string, unknown>> {
     await deleteAll();
     await sleep(3000);
     const serverAfter = await serverMemory(serverPid);
-    const perSession = (k: 'rss' | 'pss') => Math.max(serverN[k] - server0[k], serverN[k] - serverAfter[k]) / heldCount / 1e6;
-    // The target is in MB (10^6 bytes).
-    const serverPerSessionMB = perSession('rss');
+    const perSession = (k: 'rss' | 'anon' | 'pss') => Math.max(serverN[k] - server0[k], serverN[k] - serverAfter[k]) / heldCount / 1e6;
+    // The target is in MB (10^6 bytes), on anonymous memory: with 100 browsers held the
+    // kernel evicts some of the server's file-backed pages (its code), which lowers its RSS.
+    const serverPerSessionMB = perSession('anon');
     return {
       bench: 'density',
       sessions_wanted: WANTED,
@@ -136,14 +140,16 @@ async function main(): Promise<Record<string, unknown>> {
       browserd_server: {
         rss_mib: { none_held: mib(server0.rss), all_held: mib(serverN.rss), after_all_deleted: mib(serverAfter.rss) },
         pss_mib: { none_held: mib(server0.pss), all_held: mib(serverN.pss), after_all_deleted: mib(serverAfter.pss) },
-        rss_per_session_mb: Math.round(serverPerSessionMB * 1000) / 1000,
+        anon_mib: { none_held: mib(server0.anon), all_held: mib(serverN.anon), after_all_deleted: mib(serverAfter.anon) },
+        anon_per_session_mb: Math.round(serverPerSessionMB * 1000) / 1000,
+        rss_per_session_mb: Math.round(perSession('rss') * 1000) / 1000,
         pss_per_session_mb: Math.round(perSession('pss') * 1000) / 1000,
       },
       launch_ms: { first: Math.round(firstMs), first_probes: first.map(Math.round), with_all_held: Math.round(nextMs), with_all_held_probes: next.map(Math.round) },
       next_over_first: ratio(nextMs, firstMs),
       targets: [
         target('idle headless sessions held', heldCount, '>=', 100),
-        target("browserd's own memory per session (RSS)", serverPerSessionMB, '<=', 5, ' MB'),
+        target("browserd's own memory per session (anonymous RSS)", serverPerSessionMB, '<=', 5, ' MB'),
         target('launch with all held / first launch', ratio(nextMs, firstMs), '<=', 1.5),
       ],
     };

@@ -92,7 +92,7 @@ function figures(name: BenchName, r: Result): string[][] {
       return [
         ['idle headless sessions held', f(r.sessions_held), '–', '–'],
         ['PSS per idle session (mean)', f(r.session_pss_mib.mean, ' MiB'), '–', '–'],
-        ["browserd's own RSS per session", f(r.browserd_server.rss_per_session_mb, ' MB'), '–', '–'],
+        ["browserd's own memory per session (anonymous RSS)", f(r.browserd_server.anon_per_session_mb ?? r.browserd_server.rss_per_session_mb, ' MB'), '–', '–'],
         ['launch with all held (vs the first)', f(r.launch_ms.with_all_held, ' ms'), f(r.launch_ms.first, ' ms'), f(r.next_over_first)],
       ];
     case 'control-api':

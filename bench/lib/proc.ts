@@ -17,6 +17,16 @@ export function rssBytes(pid: number): number {
   }
 }
 
+/** Anonymous resident memory (heap, stacks, buffers): unlike RSS, not lowered when the kernel evicts a process's file-backed pages under memory pressure. */
+export function rssAnonBytes(pid: number): number {
+  try {
+    const m = /RssAnon:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
 /** Proportional set size: shared pages divided among the processes sharing them (RSS would count Chromium's libraries once per process). */
 export function pssBytes(pid: number): number {
   try {
