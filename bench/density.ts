@@ -12,8 +12,9 @@
  *   session's browser (the browser process and its descendants: zygotes, renderers, GPU and
  *   utility processes), once the machine is quiet.
  * - browserd's own memory per session: (server anonymous RSS with N held − with none) / N,
- *   where "none" is the larger of before and after (samples are medians over 2 s; the heap
- *   moves); RSS and PSS too (they drop when the kernel evicts the server's code pages).
+ *   each after a full garbage collection in the server (over its inspector), where "none" is
+ *   the larger of before and after; RSS and PSS too (they drop when the kernel evicts the
+ *   server's code pages).
  * - Launch latency: the median of BENCH_PROBES creates (each deleted again) with no session
  *   held, and again with N held. Baseline for the N+1th launch: the first.
  * - The machine must have room: with less than N × 200 MiB + 2 GiB available, N is lowered,
@@ -23,7 +24,7 @@ import Kernel from '@onkernel/sdk';
 import { performance } from 'node:perf_hooks';
 import { childrenMap, median, memAvailable, MiB, mib, pssBytes, rssAnonBytes, rssBytes, serverBrowsers, sleep, summary, treePss, waitQuiet } from './lib/proc.js';
 import { ratio, runBench, target } from './lib/report.js';
-import { benchServer } from './lib/server.js';
+import { benchServer, collectGarbage, type TestServer } from './lib/server.js';
 
 const WANTED = Number(process.env.BENCH_DENSITY ?? 100);
 const PROBES = Number(process.env.BENCH_PROBES ?? 3);
@@ -32,8 +33,11 @@ const PER_SESSION_ROOM = 200 * MiB;
 /** Filling stops early when the machine's available memory falls below this (other work shares it). */
 const FLOOR = 1536 * MiB;
 
-/** The server's RSS, anonymous RSS and PSS: the median of 5 samples over 2 s (its heap moves). */
-async function serverMemory(pid: number): Promise<{ rss: number; anon: number; pss: number }> {
+/** The server's RSS, anonymous RSS and PSS after a full garbage collection: the median of 5 samples over 2 s. */
+async function serverMemory(server: TestServer): Promise<{ rss: number; anon: number; pss: number }> {
+  const pid = server.proc.pid!;
+  await collectGarbage(server);
+  await sleep(200);
   const rss: number[] = [];
   const anon: number[] = [];
   const pss: number[] = [];
@@ -49,9 +53,8 @@ async function serverMemory(pid: number): Promise<{ rss: number; anon: number; p
 async function main(): Promise<Record<string, unknown>> {
   const room = memAvailable();
   const n = Math.max(1, Math.min(WANTED, Math.floor((room - 2 * 1024 * MiB) / PER_SESSION_ROOM)));
-  const server = await benchServer({ BROWSERD_MAX_SESSIONS: String(n + PROBES + 2), BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' });
+  const server = await benchServer({ BROWSERD_MAX_SESSIONS: String(n + PROBES + 2), BROWSERD_WARM_HEADLESS: '0', BROWSERD_WARM_HEADFUL: '0' }, { inspect: true });
   const sdk = new Kernel({ apiKey: server.apiKey, baseURL: server.url, maxRetries: 0 });
-  const serverPid = server.proc.pid!;
   const held: string[] = [];
   const browsers = () => serverBrowsers(server.dataDir).map((b) => b.pid);
   const create = async () => {
@@ -85,7 +88,7 @@ async function main(): Promise<Record<string, unknown>> {
     const w = await create();
     await sdk.browsers.deleteByID(w.id);
     await sleep(1000);
-    const server0 = await serverMemory(serverPid);
+    const server0 = await serverMemory(server);
     const first = await probe();
 
     const launches: number[] = [];
@@ -109,7 +112,7 @@ async function main(): Promise<Record<string, unknown>> {
     const mine = serverBrowsers(server.dataDir).filter((b) => held.includes(b.sessionId));
     const sessionPss = mine.map((b) => treePss(b.pid, children));
     const totalPss = sessionPss.reduce((s, x) => s + x.bytes, 0);
-    const serverN = await serverMemory(serverPid);
+    const serverN = await serverMemory(server);
     const available = memAvailable();
 
     const next = await probe();
@@ -121,7 +124,7 @@ async function main(): Promise<Record<string, unknown>> {
     // the cost per session is the larger of the two differences.
     await deleteAll();
     await sleep(3000);
-    const serverAfter = await serverMemory(serverPid);
+    const serverAfter = await serverMemory(server);
     const perSession = (k: 'rss' | 'anon' | 'pss') => Math.max(serverN[k] - server0[k], serverN[k] - serverAfter[k]) / heldCount / 1e6;
     // The target is in MB (10^6 bytes), on anonymous memory: with 100 browsers held the
     // kernel evicts some of the server's file-backed pages (its code), which lowers its RSS.

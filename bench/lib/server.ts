@@ -3,14 +3,16 @@
  * with its own temporary data directory, no rate limit, stopped when the benchmark ends
  * (also on ^C), and a way to wait for its warm pool.
  */
+import WebSocket from 'ws';
 import { startServer, type TestServer } from '../../test/helpers/server.js';
 import { browserListening, serverBrowsers, sleep, waitQuiet } from './proc.js';
 import { onCleanup } from './report.js';
 
 export type { TestServer };
 
-export async function benchServer(env: Record<string, string> = {}): Promise<TestServer> {
-  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', ...env } });
+/** `inspect`: the server opens Node's inspector on a loopback port, for collectGarbage(). */
+export async function benchServer(env: Record<string, string> = {}, opts: { inspect?: boolean } = {}): Promise<TestServer> {
+  const server = await startServer({ env: { BROWSERD_RATE_LIMIT: '0', ...(opts.inspect ? { NODE_OPTIONS: '--inspect=127.0.0.1:0' } : {}), ...env } });
   onCleanup(() => server.stop());
   // The helper parses and keeps every log line for tests' assertions; a benchmark sending
   // thousands of requests would pay for that on the same cores. The server still logs as
@@ -52,4 +54,25 @@ export async function waitWarmPool(server: TestServer, size: number, inUse: Set<
     if (Date.now() > deadline) return false;
     await sleep(50);
   }
+}
+
+/**
+ * A full garbage collection in the server (over its inspector: benchServer(…, {inspect: true})),
+ * so its memory is compared with live objects only, not with whatever garbage the heap held.
+ */
+export async function collectGarbage(server: TestServer): Promise<void> {
+  const url = /Debugger listening on (ws:\/\/\S+)/.exec(server.output())?.[1];
+  if (!url) throw new Error('the server was not started with its inspector');
+  const ws = new WebSocket(url, { perMessageDeflate: false });
+  await new Promise<void>((res, rej) => {
+    ws.once('open', () => res());
+    ws.once('error', rej);
+  });
+  await new Promise<void>((res) => {
+    ws.on('message', (d) => {
+      if ((JSON.parse(d.toString()) as { id?: number }).id === 1) res();
+    });
+    ws.send(JSON.stringify({ id: 1, method: 'HeapProfiler.collectGarbage' }));
+  });
+  ws.close();
 }
