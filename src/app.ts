@@ -125,7 +125,7 @@ export async function startServer(cfg: Config, log: Logger): Promise<RunningServ
   const agents = new SessionAgents(log);
   // Stealth mode's fingerprint in every target of stealth sessions: docs/stealth.md.
   agents.provide(new StealthProvider(() => stealthFingerprintOf(cfg.chromiumPath), log.child({ component: 'stealth' })));
-  const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs, kek });
+  const telemetry = new TelemetryService({ repo: telemetryRepo, log, agents, screenshotIntervalMs: cfg.telemetryScreenshotIntervalMs, retainedEvents: cfg.telemetryRetainedEvents, kek });
   // CAPTCHA detection (and solving, with a solver configured) in stealth sessions: docs/captcha.md.
   agents.provide(new CaptchaService({ solver: cfg.captchaSolver ? new SolverClient(cfg.captchaSolver) : null, emit: (id, e) => void telemetry.emit(id, e), log: log.child({ component: 'captcha' }) }));
   // Warm start (docs/warm-start.md): fills only once reconciliation has swept what a previous run left.

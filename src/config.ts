@@ -49,6 +49,8 @@ export interface Config {
   warm: { headless: number; headful: number; refillGapMs: number };
   /** Interval of the telemetry `screenshot` category's viewport captures, in ms (BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS). */
   telemetryScreenshotIntervalMs: number;
+  /** Telemetry events kept per session, newest first (BROWSERD_TELEMETRY_RETAINED_EVENTS; docs/telemetry.md). */
+  telemetryRetainedEvents: number;
   /** The CAPTCHA solver service of stealth sessions (BROWSERD_CAPTCHA_SOLVER_*; docs/captcha.md). Absent: detect and report only. */
   captchaSolver?: SolverConfig;
 }
@@ -148,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
   };
 
   const telemetryScreenshotIntervalMs = intVar(env, 'BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS', 5000, 250, 3_600_000, problems);
+  const telemetryRetainedEvents = intVar(env, 'BROWSERD_TELEMETRY_RETAINED_EVENTS', 10_000, 100, 1_000_000, problems);
 
   const regions = ((env.BROWSERD_REGION ?? '').trim() || 'us-east').split(',').map((r) => r.trim()) as Region[];
   for (const r of regions) if (!REGIONS.includes(r)) problems.push(`BROWSERD_REGION must be one or more (comma-separated) of ${REGIONS.join(', ')}, got "${r}"`);
@@ -191,6 +194,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config 
     reaperIntervalMs,
     warm,
     telemetryScreenshotIntervalMs,
+    telemetryRetainedEvents,
     ...(vaultKek ? { vaultKek } : {}),
     ...(link ? { link } : {}),
     ...(stealthProxyUrl ? { stealthProxyUrl } : {}),

@@ -1,9 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { ErrorObject } from 'ajv';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { CATEGORIES } from '../domain/telemetry-request.js';
 import { principalOf } from '../http/auth.js';
 import { Conflict, invalidInput, NotFound } from '../http/errors.js';
 import { newId, nowIso } from '../domain/ids.js';
+import { Nullable } from '../domain/schema-helpers.js';
+import { problemsFromAjv } from '../http/validation.js';
 import { isUniqueViolation } from '../store/database.js';
 import type { DestinationRecord } from '../telemetry/telemetry-repo.js';
 import type { SessionService } from '../sessions/session-service.js';
@@ -102,15 +105,38 @@ export function telemetryRoutes(app: FastifyInstance, deps: { sessions: SessionS
   );
 }
 
+const HeadersSchema = Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 8192 }), { maxProperties: 32 });
 const DestinationCreate = Type.Object(
   {
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     endpoint: Type.String({ minLength: 1, maxLength: 2048 }),
-    headers: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 256 }), Type.String({ maxLength: 8192 }), { maxProperties: 32 })),
+    headers: Type.Optional(HeadersSchema),
   },
   { additionalProperties: false },
 );
 type DestinationCreate = { name?: string; endpoint: string; headers?: Record<string, string> };
+
+/** Every field optional: `name` null clears it, `headers` replaces the whole set. */
+const DestinationUpdate = Type.Object(
+  {
+    name: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 255 }))),
+    endpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+    headers: Type.Optional(HeadersSchema),
+  },
+  { additionalProperties: false },
+);
+type DestinationUpdate = { name?: string | null; endpoint?: string; headers?: Record<string, string> };
+
+/** The endpoint normalized, or null when it is not an absolute http(s) URL. */
+function otlpEndpoint(raw: string): string | null {
+  try {
+    const url = new URL(raw);
+    return url.protocol === 'http:' || url.protocol === 'https:' ? url.toString() : null;
+  } catch {
+    return null;
+  }
+}
+const ENDPOINT_RULE = { field: 'endpoint', message: 'must be an absolute http or https URL' };
 
 const DestinationSchema = Type.Object({
   id: Type.String(),
@@ -126,7 +152,7 @@ function destinationView(d: DestinationRecord): Record<string, unknown> {
   return { id: d.id, name: d.name, endpoint: d.endpoint, header_names: d.headerNames, created_at: d.createdAt, updated_at: d.updatedAt };
 }
 
-/** OTLP/HTTP export destinations of a project (minimal: create, list, get, delete). */
+/** OTLP/HTTP export destinations of a project: create, list, get, update, delete. */
 export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: TelemetryService): void {
   const repo = telemetry.destinations;
   const one = { 200: DestinationSchema, ...errors };
@@ -139,15 +165,10 @@ export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: Tele
     '/telemetry/destinations',
     { schema: { summary: 'Create an OTLP/HTTP telemetry destination', tags: ['telemetry'], body: DestinationCreate, response: one } },
     async (req) => {
-      let url: URL | null = null;
-      try {
-        url = new URL(req.body.endpoint);
-      } catch {
-        /* reported below */
-      }
-      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw invalidInput([{ field: 'endpoint', message: 'must be an absolute http or https URL' }]);
+      const endpoint = otlpEndpoint(req.body.endpoint);
+      if (!endpoint) throw invalidInput([ENDPOINT_RULE]);
       const now = nowIso();
-      const d: DestinationRecord = { id: newId(), projectId: principalOf(req).projectId, name: req.body.name ?? null, endpoint: url.toString(), headerNames: Object.keys(req.body.headers ?? {}).sort(), createdAt: now, updatedAt: now };
+      const d: DestinationRecord = { id: newId(), projectId: principalOf(req).projectId, name: req.body.name ?? null, endpoint, headerNames: Object.keys(req.body.headers ?? {}).sort(), createdAt: now, updatedAt: now };
       try {
         await repo.insert(d, req.body.headers ?? {});
       } catch (err) {
@@ -164,6 +185,47 @@ export function telemetryDestinationRoutes(app: FastifyInstance, telemetry: Tele
     '/telemetry/destinations/:id_or_name',
     { schema: { summary: 'Get a telemetry destination', tags: ['telemetry'], params: Type.Object({ id_or_name: Type.String({ minLength: 1 }) }), response: one } },
     async (req) => destinationView(await must(principalOf(req).projectId, req.params.id_or_name)),
+  );
+  app.patch<{ Params: { id_or_name: string }; Body: DestinationUpdate }>(
+    '/telemetry/destinations/:id_or_name',
+    {
+      schema: {
+        summary: "Update a telemetry destination (name, endpoint, headers: given headers replace the whole set); sessions exporting to it switch at once",
+        tags: ['telemetry'],
+        params: Type.Object({ id_or_name: Type.String({ minLength: 1 }) }),
+        body: DestinationUpdate,
+        response: one,
+      },
+      preValidation: async (req: FastifyRequest) => {
+        if (req.body === undefined || req.body === null) (req as { body: unknown }).body = {};
+      },
+      attachValidation: true,
+    },
+    async (req) => {
+      // Schema problems and the endpoint rule in one answer.
+      const problems = req.validationError ? problemsFromAjv((req.validationError.validation ?? []) as ErrorObject[], 'body') : [];
+      const body = req.body;
+      let endpoint: string | undefined;
+      if (typeof body.endpoint === 'string' && body.endpoint.length >= 1 && body.endpoint.length <= 2048) {
+        endpoint = otlpEndpoint(body.endpoint) ?? undefined;
+        if (endpoint === undefined) problems.push(ENDPOINT_RULE);
+      }
+      if (problems.length) throw invalidInput(problems);
+      const d = await must(principalOf(req).projectId, req.params.id_or_name);
+      const changes = { ...(body.name !== undefined ? { name: body.name } : {}), ...(endpoint !== undefined ? { endpoint } : {}), ...(body.headers !== undefined ? { headers: body.headers } : {}) };
+      // An empty body changes nothing (as PATCH /browsers): the destination as it is.
+      if (!Object.keys(changes).length) return destinationView(d);
+      let updated: DestinationRecord | null;
+      try {
+        updated = await repo.update(d.id, changes, nowIso());
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new Conflict(`a telemetry destination named "${body.name}" already exists in this project`, 'name_conflict');
+        throw err;
+      }
+      if (!updated) throw new NotFound(`telemetry destination "${req.params.id_or_name}" not found`, 'telemetry_destination_not_found');
+      await telemetry.destinationChanged(d.id);
+      return destinationView(updated);
+    },
   );
   app.delete<{ Params: { id_or_name: string } }>(
     '/telemetry/destinations/:id_or_name',

@@ -72,9 +72,14 @@ export class OtlpExporter {
   dropped = 0;
 
   constructor(
-    private readonly dest: OtlpDestination,
+    private dest: OtlpDestination,
     private readonly deps: { log: Logger; onDropped(sessionIds: Set<string>, count: number): void; backoffMs?: number },
   ) {}
+
+  /** The destination was updated: every send from now on (retries of a batch too) goes to the new endpoint with the new headers. */
+  retarget(endpoint: string, headers: Record<string, string>): void {
+    this.dest = { id: this.dest.id, endpoint, headers };
+  }
 
   push(item: Item): void {
     if (this.stopped) return;

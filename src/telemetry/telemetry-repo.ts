@@ -91,7 +91,12 @@ export class TelemetryRepo {
   /** Retention: keeps the newest `keep` events of a session. */
   async prune(sessionId: string, keep: number): Promise<void> {
     const last = await this.lastSeq(sessionId);
-    if (last > keep) await this.db.deleteFrom('telemetry_events').where('session_id', '=', sessionId).where('seq', '<=', last - keep).execute();
+    if (last > keep) await this.pruneThrough(sessionId, last - keep);
+  }
+
+  /** Deletes a session's events up to and including `seq` (a range of its primary key). */
+  async pruneThrough(sessionId: string, seq: number): Promise<void> {
+    await this.db.deleteFrom('telemetry_events').where('session_id', '=', sessionId).where('seq', '<=', seq).execute();
   }
 }
 
@@ -189,6 +194,25 @@ export class DestinationRepo {
     const h = parseHeaders(r.headers);
     if ('legacy' in h) return h.legacy;
     return h.stored.sealed ? openJson<Record<string, string>>(this.kek, headersContext(id), h.stored.sealed) : {};
+  }
+
+  /**
+   * Changes the given fields (`headers` replaces the whole set, sealed anew) and bumps
+   * updated_at; the record after the change, or null when the destination is gone.
+   * A name taken in the project throws the store's unique violation.
+   */
+  async update(id: string, changes: { name?: string | null; endpoint?: string; headers?: Record<string, string> }, updatedAt: string): Promise<DestinationRecord | null> {
+    await this.db
+      .updateTable('telemetry_destinations')
+      .set({
+        ...(changes.name !== undefined ? { name: changes.name } : {}),
+        ...(changes.endpoint !== undefined ? { endpoint: changes.endpoint } : {}),
+        ...(changes.headers !== undefined ? { headers: await this.seal(id, changes.headers) } : {}),
+        updated_at: updatedAt,
+      })
+      .where('id', '=', id)
+      .execute();
+    return this.byId(id);
   }
 
   async delete(id: string): Promise<void> {

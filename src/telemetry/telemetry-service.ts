@@ -23,6 +23,8 @@ interface Capture {
   unwatch?: Promise<() => void>;
   /** The CDP capture categories whose hooks are on the session's agent. */
   hooks: Set<CdpCaptureCategory>;
+  /** The seq at which the session's older events are next pruned (retention while it runs). */
+  pruneAt: number;
 }
 
 /** Default interval of the screenshot category (BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS). */
@@ -44,8 +46,17 @@ export interface CdpTap {
   closed(reason: DisconnectReason): void;
 }
 
-/** Events kept per session (oldest dropped first); see docs/telemetry.md. */
+/** Events kept per session by default (oldest dropped first; BROWSERD_TELEMETRY_RETAINED_EVENTS); see docs/telemetry.md. */
 export const RETAINED_EVENTS_PER_SESSION = 10_000;
+
+/**
+ * Retention while a session runs: its events are pruned back to `retained` whenever they
+ * exceed it by 10 % (so a session holds at most 1.1 × retained events, and a prune
+ * deletes about retained / 10 rows at a time, not one per event).
+ */
+export function pruneSlack(retained: number): number {
+  return Math.max(1, Math.ceil(retained / 10));
+}
 const FLUSH_MS = 100;
 /** Client frames up to this size are parsed whole by the CDP tap; larger ones are peeked at (telemetry-events.ts). */
 const PEEK_MIN_BYTES = 512;
@@ -66,6 +77,9 @@ export class TelemetryService {
   /** One exporter per destination in use on this node. */
   private readonly exporters = new Map<string, OtlpExporter>();
   readonly destinations: DestinationRepo;
+  /** Sessions whose events up to a seq are to be deleted after the next write (retention while running). */
+  private pendingPrunes = new Map<string, number>();
+  private readonly retained: number;
 
   constructor(
     private readonly deps: {
@@ -75,11 +89,14 @@ export class TelemetryService {
       /** The session agents the CDP capture categories (console, network, page, interaction, screenshot) hook into. */
       agents?: SessionAgents;
       screenshotIntervalMs?: number;
+      /** Events kept per session (BROWSERD_TELEMETRY_RETAINED_EVENTS); default RETAINED_EVENTS_PER_SESSION. */
+      retainedEvents?: number;
       /** Seals destinations' header values (the vaults' key-encryption key). */
       kek: KeyEncryptionKey;
     },
   ) {
     this.destinations = new DestinationRepo(deps.repo.db, deps.kek);
+    this.retained = deps.retainedEvents ?? RETAINED_EVENTS_PER_SESSION;
     // Sessions starting with CDP capture categories get their hooks before POST /browsers answers.
     deps.agents?.provide({ hooksFor: (record) => this.hooksFor(record.id) });
   }
@@ -206,7 +223,8 @@ export class TelemetryService {
   async open(sessionId: string): Promise<void> {
     const state = (await this.deps.repo.state(sessionId)) ?? NO_TELEMETRY;
     const seq = await this.deps.repo.lastSeq(sessionId);
-    this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq, hooks: new Set() });
+    // A re-adopted session may hold more than the limit: its first prune comes within the slack.
+    this.captures.set(sessionId, { state, excluded: new Set(state.excludedMethods), seq, hooks: new Set(), pruneAt: Math.max(seq, this.retained) + pruneSlack(this.retained) });
     if (state.exportDestinationId && !this.exporters.has(state.exportDestinationId)) {
       const d = await this.destinations.byId(state.exportDestinationId);
       if (!d) this.deps.log.warn({ session_id: sessionId, destination: state.exportDestinationId }, 'telemetry: the export destination no longer exists; not exporting');
@@ -222,6 +240,19 @@ export class TelemetryService {
         );
       }
     }
+  }
+
+  /**
+   * A destination was updated (PATCH): the exporter of sessions bound to it sends from now
+   * on to its new endpoint with its new headers, including batches queued or being retried.
+   */
+  async destinationChanged(destinationId: string): Promise<void> {
+    const exporter = this.exporters.get(destinationId);
+    if (!exporter) return;
+    const d = await this.destinations.byId(destinationId);
+    if (!d) return;
+    exporter.retarget(d.endpoint, await this.destinations.headers(d.id));
+    this.deps.log.info({ destination: destinationId }, 'telemetry: export destination updated; its exporter follows');
   }
 
   /** Lost exports are said in a system event of each session concerned (itself not exported, so a dead endpoint cannot loop). */
@@ -240,7 +271,8 @@ export class TelemetryService {
     this.captures.delete(sessionId);
     for (const l of this.endListeners.get(sessionId) ?? []) l();
     this.endListeners.delete(sessionId);
-    await this.deps.repo.prune(sessionId, RETAINED_EVENTS_PER_SESSION).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));
+    this.pendingPrunes.delete(sessionId);
+    await this.deps.repo.prune(sessionId, this.retained).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));
   }
 
   /** Records an event if its category is captured for the session; returns whether it was. */
@@ -250,6 +282,11 @@ export class TelemetryService {
     const full: TelemetryEvent = { ...event, ts: event.ts ?? nowUs() } as TelemetryEvent;
     const seq = ++c.seq;
     this.buffer.push({ sessionId, seq, event: full });
+    if (seq >= c.pruneAt) {
+      // Only noted here: the delete runs after the next write (flush), off the producer's path.
+      this.pendingPrunes.set(sessionId, seq - this.retained);
+      c.pruneAt = seq + pruneSlack(this.retained);
+    }
     if (exported && c.state.exportDestinationId) this.exporters.get(c.state.exportDestinationId)?.push({ sessionId, seq, event: full });
     for (const l of this.listeners) {
       try {
@@ -285,9 +322,18 @@ export class TelemetryService {
     this.flushTimer = null;
     const rows = this.buffer;
     this.buffer = [];
-    this.flushing = this.flushing.then(() =>
-      rows.length ? this.deps.repo.insertEvents(rows).catch((err) => this.deps.log.error({ err: String(err), lost: rows.length }, 'telemetry: could not store events')) : undefined,
-    );
+    const prunes = this.pendingPrunes;
+    if (prunes.size) this.pendingPrunes = new Map();
+    this.flushing = this.flushing
+      .then(() =>
+        rows.length ? this.deps.repo.insertEvents(rows).catch((err) => this.deps.log.error({ err: String(err), lost: rows.length }, 'telemetry: could not store events')) : undefined,
+      )
+      .then(async () => {
+        // After the rows up to each prune point are written, so none of them survives it.
+        for (const [sessionId, through] of prunes) {
+          await this.deps.repo.pruneThrough(sessionId, through).catch((err) => this.deps.log.warn({ session_id: sessionId, err: String(err) }, 'telemetry: could not prune events'));
+        }
+      });
     return this.flushing;
   }
 

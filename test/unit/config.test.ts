@@ -47,6 +47,7 @@ describe('loadConfig defaults', () => {
       reaperIntervalMs: 5000,
       warm: { headless: 2, headful: 1, refillGapMs: 1500 },
       telemetryScreenshotIntervalMs: 5000,
+      telemetryRetainedEvents: 10_000,
     } satisfies Config);
   });
 
@@ -236,6 +237,17 @@ describe('BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS', () => {
   });
   for (const raw of ['249', '3600001', 'often', '1.5']) {
     test(`rejects ${raw}`, () => rejects({ BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS: raw }, 'BROWSERD_TELEMETRY_SCREENSHOT_INTERVAL_MS'));
+  }
+});
+
+describe('BROWSERD_TELEMETRY_RETAINED_EVENTS', () => {
+  test('default 10000; 100 and 1000000 accepted', () => {
+    assert.equal(load({}).telemetryRetainedEvents, 10_000);
+    assert.equal(load({ BROWSERD_TELEMETRY_RETAINED_EVENTS: '100' }).telemetryRetainedEvents, 100);
+    assert.equal(load({ BROWSERD_TELEMETRY_RETAINED_EVENTS: '1000000' }).telemetryRetainedEvents, 1_000_000);
+  });
+  for (const raw of ['99', '1000001', '0', '-5', 'lots', '1e4', '150.5']) {
+    test(`rejects ${raw}`, () => rejects({ BROWSERD_TELEMETRY_RETAINED_EVENTS: raw }, 'BROWSERD_TELEMETRY_RETAINED_EVENTS'));
   }
 });
 
