@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { openStore, type Store } from '../../src/store/database.js';
+import { isUniqueViolation, openStore, type Store } from '../../src/store/database.js';
 import { Accounts } from '../../src/accounts/accounts.js';
 import { DestinationRepo, TelemetryRepo } from '../../src/telemetry/telemetry-repo.js';
 import { LocalKeyEncryptionKey } from '../../src/vaults/kek.js';
@@ -76,6 +76,29 @@ for (const backend of BACKENDS) {
       assert.ok(!JSON.stringify(found).includes('collector-secret'));
       assert.ok(!JSON.stringify(await repo.list(projectId)).includes('collector-secret'));
       assert.deepEqual(await repo.headers(d.id), { authorization: SECRET, 'x-team': 'team-blue-value' });
+    });
+
+    test('update: new headers replace the set and are sealed; name and endpoint change; a taken name is a unique violation', async () => {
+      const d = record('to-update');
+      await repo.insert(d, { authorization: SECRET, 'x-team': 'team-blue-value' });
+      await repo.insert(record('taken'), {});
+      const at = new Date(Date.now() + 1000).toISOString();
+      const u = (await repo.update(d.id, { name: 'updated', endpoint: 'https://collector.example/otlp', headers: { 'x-api-key': 'rotated-secret-9c1e' } }, at))!;
+      assert.deepEqual(
+        { name: u.name, endpoint: u.endpoint, headerNames: u.headerNames, updatedAt: u.updatedAt, createdAt: u.createdAt },
+        { name: 'updated', endpoint: 'https://collector.example/otlp', headerNames: ['x-api-key'], updatedAt: at, createdAt: d.createdAt },
+      );
+      const row = await store.db.selectFrom('telemetry_destinations').select('headers').where('id', '=', d.id).executeTakeFirstOrThrow();
+      assert.ok(!row.headers.includes('rotated-secret') && !row.headers.includes('collector-secret'), row.headers);
+      assert.deepEqual(JSON.parse(row.headers).names, ['x-api-key']);
+      assert.deepEqual(await repo.headers(d.id), { 'x-api-key': 'rotated-secret-9c1e' });
+      // Omitted fields stay; null clears the name.
+      const cleared = (await repo.update(d.id, { name: null }, at))!;
+      assert.equal(cleared.name, null);
+      assert.equal(cleared.endpoint, 'https://collector.example/otlp');
+      assert.deepEqual(await repo.headers(d.id), { 'x-api-key': 'rotated-secret-9c1e' });
+      await assert.rejects(repo.update(d.id, { name: 'taken' }, at), (err) => isUniqueViolation(err));
+      assert.equal(await repo.update(newId(), { name: 'nobody' }, at), null);
     });
 
     test('the seal is bound to its destination and its key', async () => {
