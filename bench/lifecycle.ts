@@ -20,7 +20,7 @@ import { serverBrowsers, sleep, summary } from './lib/proc.js';
 import { onCleanup, ratio, runBench, target } from './lib/report.js';
 import { benchServer, readyWarm, waitWarmPool } from './lib/server.js';
 
-const N = Number(process.env.BENCH_LIFECYCLES ?? 20);
+const N = Number(process.env.BENCH_LIFECYCLES ?? 12);
 const WARM_POOL = Number(process.env.BENCH_WARM_POOL ?? 2);
 /** The flags browserd needs on this machine's closed network (src/runtime/chromium-args.ts). */
 const CLOSED_NETWORK = ['--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic'];
