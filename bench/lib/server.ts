@@ -48,7 +48,7 @@ export async function waitWarmPool(server: TestServer, size: number, inUse: Set<
     const said = await readyWarm(server);
     const pool = serverBrowsers(server.dataDir).filter((b) => !inUse.has(b.sessionId));
     if (said === null ? pool.length >= size && pool.every(browserListening) : said >= size) {
-      await waitQuiet(() => serverBrowsers(server.dataDir).map((b) => b.pid), { timeoutMs: 4000 });
+      await waitQuiet(() => serverBrowsers(server.dataDir).map((b) => b.pid), { timeoutMs: 2500 });
       return true;
     }
     if (Date.now() > deadline) return false;
