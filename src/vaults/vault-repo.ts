@@ -255,11 +255,19 @@ export class VaultRepo {
    */
   async scrub(): Promise<void> {
     if (this.kind === 'sqlite') {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const r = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(this.db);
-        if (!r.rows[0] || Number(r.rows[0].busy) === 0) return;
+      // Another connection (the telemetry event writer's) may hold the database for a moment:
+      // a busy checkpoint, or SQLITE_BUSY thrown, is retried; the deletion itself is already done.
+      let lastErr: unknown = null;
+      for (let attempt = 0; attempt < 40; attempt++) {
+        try {
+          const r = await sql<{ busy: number }>`PRAGMA wal_checkpoint(TRUNCATE)`.execute(this.db);
+          if (!r.rows[0] || Number(r.rows[0].busy) === 0) return;
+        } catch (err) {
+          lastErr = err;
+        }
         await new Promise((res) => setTimeout(res, 50));
       }
+      if (lastErr) throw lastErr;
     } else {
       await sql`VACUUM vault_item_secrets, vault_items`.execute(this.db);
     }
