@@ -87,10 +87,6 @@ export class TargetAgent {
     return [...this.targets.values()];
   }
 
-  has(name: string): boolean {
-    return this.hooks.has(name);
-  }
-
   /** Sends a command to the browser session. */
   send<T = unknown>(method: string, params: Record<string, unknown> = {}, timeoutMs?: number): Promise<T> {
     return this.cdp.send<T>(method, params, undefined, timeoutMs);
