@@ -1,5 +1,9 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
+import type { StoreConfig } from '../../src/config.js';
 
 /**
  * A fresh PostgreSQL database for one test, created through BROWSERD_TEST_PG_URL (a role
@@ -24,4 +28,24 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
       await c.end();
     },
   };
+}
+
+/** Both stores a store test runs on: a SQLite file in a fresh temp dir (named with `prefix`) and a fresh PostgreSQL database. */
+export function storeBackends(prefix: string): { name: string; create(): Promise<{ cfg: StoreConfig; destroy(): Promise<void> }> }[] {
+  return [
+    {
+      name: 'SQLite',
+      async create() {
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+        return { cfg: { kind: 'sqlite', file: path.join(dir, 'browserd.sqlite') }, destroy: async () => fs.rmSync(dir, { recursive: true, force: true }) };
+      },
+    },
+    {
+      name: 'PostgreSQL',
+      async create() {
+        const db = await createTestDatabase();
+        return { cfg: { kind: 'postgres', url: db.url }, destroy: () => db.drop() };
+      },
+    },
+  ];
 }

@@ -1,8 +1,5 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { openStore, type Store } from '../../src/store/database.js';
 import { Accounts } from '../../src/accounts/accounts.js';
@@ -12,8 +9,7 @@ import { SessionRepo } from '../../src/sessions/session-repo.js';
 import type { SessionRecord } from '../../src/sessions/session-record.js';
 import { ApiError } from '../../src/http/errors.js';
 import { newId } from '../../src/domain/ids.js';
-import type { StoreConfig } from '../../src/config.js';
-import { createTestDatabase } from '../helpers/postgres.js';
+import { storeBackends } from '../helpers/postgres.js';
 
 /**
  * Persistence of browser pools on both stores: names unique per project, lookup by id or
@@ -21,22 +17,7 @@ import { createTestDatabase } from '../helpers/postgres.js';
  * from the session listing and lookup.
  */
 
-const BACKENDS: { name: string; create(): Promise<{ cfg: StoreConfig; destroy(): Promise<void> }> }[] = [
-  {
-    name: 'SQLite',
-    async create() {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'browserd-pools-'));
-      return { cfg: { kind: 'sqlite', file: path.join(dir, 'browserd.sqlite') }, destroy: async () => fs.rmSync(dir, { recursive: true, force: true }) };
-    },
-  },
-  {
-    name: 'PostgreSQL',
-    async create() {
-      const db = await createTestDatabase();
-      return { cfg: { kind: 'postgres', url: db.url }, destroy: () => db.drop() };
-    },
-  },
-];
+const BACKENDS = storeBackends('browserd-pools-');
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 const at = (secs: number) => new Date(T0 + secs * 1000).toISOString();
